@@ -1,0 +1,61 @@
+# transformer: Transformer models inside PostgreSQL (PGXS build)
+
+EXTENSION = transformer
+MODULE_big = transformer
+OBJS = \
+	src/transformer.o \
+	src/tensor_ops.o \
+	src/attention.o \
+	src/online_softmax.o \
+	src/pg_arrays.o \
+	src/sql_attention.o \
+	src/sql_aggregates.o
+
+DATA = sql/transformer--0.1.0.sql
+
+# pg_regress inputs in sql/, expected outputs in expected/, by name
+REGRESS = attention aggregates errors parity
+REGRESS_OPTS = --inputdir=. --outputdir=.
+
+PG_CPPFLAGS = -Isrc
+PG_CFLAGS = -O3
+SHLIB_LINK = -lopenblas -lm
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+PYTHON ?= /usr/bin/python3
+CC_UNIT ?= gcc
+CORE_SRC = src/tensor_ops.c src/attention.c src/online_softmax.c
+UNIT_CFLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Isrc
+
+# The numeric core, outside the server
+test/unit/test_core: test/unit/test_core.c $(CORE_SRC) src/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
+
+unittest: test/unit/test_core
+	test/unit/test_core test/fixtures/core_ops.txt
+
+# pgTAP suite, in its own database (needs a running server: PGHOST etc.)
+PROVE_DB ?= transformer_tap
+prove:
+	dropdb --if-exists $(PROVE_DB)
+	createdb $(PROVE_DB)
+	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
+	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
+
+# Everything the README's test command runs: core, pg_regress, pgTAP
+test: unittest installcheck prove
+
+# Regenerate the PyTorch fixtures (needs python3-torch)
+fixtures:
+	$(PYTHON) tools/gen_fixtures.py
+
+bench: bench/bench_attention
+bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -O3 -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
+
+EXTRA_CLEAN = test/unit/test_core bench/bench_attention
+
+.PHONY: unittest prove test fixtures bench

@@ -1,0 +1,46 @@
+/*
+ * tensor_ops.h
+ *		The numeric core: dense float32 kernels on raw row-major buffers.
+ *
+ * Nothing here includes postgres.h, so the core can be unit-tested and
+ * benchmarked outside the server (test/unit, bench/).  Conventions, after
+ * ggml and llama2.c: sizes first, then the output, then const inputs; the
+ * caller owns every buffer; no kernel allocates.  Matrices are row-major
+ * with an explicit leading dimension (the distance between two rows) where
+ * a kernel may work on a column block of a wider matrix.
+ */
+#ifndef TENSOR_OPS_H
+#define TENSOR_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Set the OpenBLAS thread count (PostgreSQL parallelism is by process). */
+void		tf_set_blas_threads(int nthreads);
+
+/*
+ * out (m, n) = a (m, k) · b (k, n), or a · bᵀ with b (n, k) when trans_b.
+ * Through cblas_sgemm; beta = 1 accumulates into out.
+ */
+void		tf_matmul(int m, int n, int k,
+					  float *out, int ldo,
+					  const float *a, int lda,
+					  const float *b, int ldb,
+					  bool trans_b, float alpha, float beta);
+
+/* x (rows, cols) := softmax over each row, in place; max-subtracted, sum in double. */
+void		tf_softmax_rows(int rows, int cols, float *x);
+
+/* out (rows, d) = layer_norm(x) · gamma + beta over the last dimension. */
+void		tf_layer_norm(int rows, int d, float *out, const float *x,
+						  const float *gamma, const float *beta, float eps);
+
+/* Element-wise activations, in place on n values. */
+void		tf_relu(size_t n, float *x);
+void		tf_gelu(size_t n, float *x);	/* exact, erf form (torch default) */
+void		tf_silu(size_t n, float *x);	/* x·sigmoid(x), a.k.a. swish */
+
+/* Σ a[i]·b[i] accumulated in double. */
+double		tf_dot(int n, const float *a, const float *b);
+
+#endif							/* TENSOR_OPS_H */

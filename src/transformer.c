@@ -1,0 +1,40 @@
+/*
+ * transformer.c
+ *		Module entry: PG_MODULE_MAGIC and the transformer.* settings.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "tensor_ops.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* transformer.blas_threads: OpenBLAS threads per backend */
+static int	blas_threads = 1;
+
+static void
+assign_blas_threads(int newval, void *extra)
+{
+	tf_set_blas_threads(newval);
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("transformer.blas_threads",
+							"Sets the number of OpenBLAS threads each backend uses for matrix products.",
+							"PostgreSQL runs queries in parallel by process, so the default is 1.",
+							&blas_threads,
+							1, 1, 64,
+							PGC_USERSET,
+							0,
+							NULL, assign_blas_threads, NULL);
+
+	MarkGUCPrefixReserved("transformer");
+
+	tf_set_blas_threads(blas_threads);
+}

@@ -1,0 +1,301 @@
+/*
+ * test_core.c
+ *		Unit tests of the numeric core against PyTorch fixtures, outside the
+ *		server (make unittest).  Each case prints its max abs difference, in
+ *		the spirit of llm.c's check_tensor.
+ *
+ * Fixture format (test/fixtures/core_ops.txt, from tools/gen_fixtures.py):
+ *   case NAME OP p1 p2 p3 p4 p5 p6
+ *   T LABEL COUNT v1 v2 ...        (one line per tensor)
+ *   end
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "online_softmax.h"
+#include "tensor_ops.h"
+
+#define TOL 1e-5f
+#define MAX_TENSORS 8
+
+typedef struct Tensor
+{
+	char		label[32];
+	int			count;
+	float	   *data;
+} Tensor;
+
+typedef struct Case
+{
+	char		name[64];
+	char		op[32];
+	int			p[6];
+	int			ntensors;
+	Tensor		t[MAX_TENSORS];
+} Case;
+
+static int	passed = 0;
+static int	failed = 0;
+
+static void *
+xmalloc(size_t n)
+{
+	void	   *p = calloc(1, n ? n : 1);
+
+	if (!p)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static const float *
+get(const Case *c, const char *label, int count)
+{
+	for (int i = 0; i < c->ntensors; i++)
+		if (strcmp(c->t[i].label, label) == 0)
+		{
+			if (c->t[i].count != count)
+			{
+				fprintf(stderr, "%s: tensor %s has %d values, expected %d\n",
+						c->name, label, c->t[i].count, count);
+				exit(2);
+			}
+			return c->t[i].data;
+		}
+	fprintf(stderr, "%s: no tensor %s\n", c->name, label);
+	exit(2);
+}
+
+/* Compare, print the max abs difference, count the result. */
+static void
+check_tensor(const char *name, const char *what, const float *got,
+			 const float *expected, int n, float tol)
+{
+	float		maxdiff = 0.0f;
+	int			bad = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		float		d = fabsf(got[i] - expected[i]);
+
+		if (!(d <= tol))		/* NaN fails too */
+			bad = 1;
+		if (d > maxdiff || isnan(d))
+			maxdiff = d;
+	}
+	printf("%-4s %-16s %-8s n=%-6d max abs diff %.3g\n",
+		   bad ? "FAIL" : "ok", name, what, n, maxdiff);
+	if (bad)
+		failed++;
+	else
+		passed++;
+}
+
+static void
+run_case(const Case *c)
+{
+	const int  *p = c->p;
+
+	if (strcmp(c->op, "softmax") == 0)
+	{
+		int			n = p[0] * p[1];
+		float	   *x = xmalloc(n * sizeof(float));
+
+		memcpy(x, get(c, "x", n), n * sizeof(float));
+		tf_softmax_rows(p[0], p[1], x);
+		check_tensor(c->name, "softmax", x, get(c, "expected", n), n, TOL);
+		free(x);
+	}
+	else if (strcmp(c->op, "layer_norm") == 0)
+	{
+		int			n = p[0] * p[1];
+		float	   *y = xmalloc(n * sizeof(float));
+
+		tf_layer_norm(p[0], p[1], y, get(c, "x", n), get(c, "gamma", p[1]),
+					  get(c, "beta", p[1]), 1e-5f);
+		check_tensor(c->name, "ln", y, get(c, "expected", n), n, TOL);
+		free(y);
+	}
+	else if (strcmp(c->op, "relu") == 0 || strcmp(c->op, "gelu") == 0 ||
+			 strcmp(c->op, "silu") == 0)
+	{
+		int			n = p[0];
+		float	   *x = xmalloc(n * sizeof(float));
+
+		memcpy(x, get(c, "x", n), n * sizeof(float));
+		if (c->op[0] == 'r')
+			tf_relu(n, x);
+		else if (c->op[0] == 'g')
+			tf_gelu(n, x);
+		else
+			tf_silu(n, x);
+		check_tensor(c->name, c->op, x, get(c, "expected", n), n, TOL);
+		free(x);
+	}
+	else if (strcmp(c->op, "attention") == 0 || strcmp(c->op, "mha") == 0)
+	{
+		int			mha = c->op[0] == 'm';
+		int			n = p[0],
+					m = p[1],
+					dk = p[2],
+					dv = mha ? p[2] : p[3],
+					heads = mha ? p[3] : 1;
+		const float *pad = get(c, "pad", m);
+		unsigned char *key_pad = xmalloc(m);
+		float	   *out = xmalloc((size_t) n * dv * sizeof(float));
+		float	   *w = xmalloc((size_t) n * m * sizeof(float));
+		AttnMask	mask = {.causal = p[4] != 0,.q_pos = 0,.key_pad = p[5] ? key_pad : NULL};
+
+		for (int j = 0; j < m; j++)
+			key_pad[j] = pad[j] != 0.0f;
+
+		if (mha)
+			tf_multihead_attention(n, m, dk, dv, heads, out, w,
+								   get(c, "q", n * dk), get(c, "k", m * dk),
+								   get(c, "v", m * dv), &mask);
+		else
+		{
+			tf_attention(n, m, dk, dv, out, dv, w,
+						 get(c, "q", n * dk), dk, get(c, "k", m * dk), dk,
+						 get(c, "v", m * dv), dv, &mask);
+			check_tensor(c->name, "weights", w, get(c, "weights", n * m), n * m, TOL);
+		}
+		check_tensor(c->name, "output", out, get(c, "expected", n * dv), n * dv, TOL);
+
+		/* row by row with q_pos, as incremental decoding does it */
+		if (!mha && mask.causal)
+		{
+			const float *q = get(c, "q", n * dk);
+
+			for (int i = 0; i < n; i++)
+			{
+				AttnMask	row = mask;
+
+				row.q_pos = i;
+				tf_attention(1, m, dk, dv, out + (size_t) i * dv, dv, w,
+							 q + (size_t) i * dk, dk, get(c, "k", m * dk), dk,
+							 get(c, "v", m * dv), dv, &row);
+			}
+			check_tensor(c->name, "by row", out, get(c, "expected", n * dv), n * dv, TOL);
+		}
+		free(key_pad);
+		free(out);
+		free(w);
+	}
+	else if (strcmp(c->op, "osm") == 0)
+	{
+		int			n = p[0],
+					d = p[1];
+		const float *scores = get(c, "scores", n);
+		const float *values = get(c, "values", n * d);
+		double	   *a = xmalloc((TF_OSM_HEADER + d) * sizeof(double));
+		double	   *b = xmalloc((TF_OSM_HEADER + d) * sizeof(double));
+		float	   *out = xmalloc(d * sizeof(float));
+
+		/* one pass */
+		tf_osm_init(d, a);
+		for (int i = 0; i < n; i++)
+			tf_osm_add(d, a, scores[i], values + (size_t) i * d);
+		tf_osm_result(d, out, a);
+		check_tensor(c->name, "stream", out, get(c, "expected", d), d, TOL);
+
+		/* two halves merged, as parallel workers do */
+		tf_osm_init(d, a);
+		tf_osm_init(d, b);
+		for (int i = 0; i < n; i++)
+			tf_osm_add(d, i % 3 == 0 ? a : b, scores[i], values + (size_t) i * d);
+		tf_osm_merge(d, b, a);
+		tf_osm_result(d, out, b);
+		check_tensor(c->name, "merged", out, get(c, "expected", d), d, TOL);
+		free(a);
+		free(b);
+		free(out);
+	}
+	else
+	{
+		fprintf(stderr, "%s: unknown op %s\n", c->name, c->op);
+		exit(2);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	FILE	   *f;
+	char		word[64];
+	Case		c;
+	int			ncases = 0;
+
+	if (argc != 2)
+	{
+		fprintf(stderr, "usage: %s core_ops.txt\n", argv[0]);
+		return 2;
+	}
+	f = fopen(argv[1], "r");
+	if (!f)
+	{
+		perror(argv[1]);
+		return 2;
+	}
+	tf_set_blas_threads(1);
+
+	memset(&c, 0, sizeof(c));
+	while (fscanf(f, "%63s", word) == 1)
+	{
+		if (word[0] == '#')
+		{
+			int			ch;
+
+			while ((ch = fgetc(f)) != EOF && ch != '\n')
+				;
+		}
+		else if (strcmp(word, "case") == 0)
+		{
+			memset(&c, 0, sizeof(c));
+			if (fscanf(f, "%63s %31s %d %d %d %d %d %d", c.name, c.op, &c.p[0], &c.p[1],
+					   &c.p[2], &c.p[3], &c.p[4], &c.p[5]) != 8)
+				goto bad;
+		}
+		else if (strcmp(word, "T") == 0)
+		{
+			Tensor	   *t = &c.t[c.ntensors];
+
+			if (c.ntensors == MAX_TENSORS ||
+				fscanf(f, "%31s %d", t->label, &t->count) != 2 || t->count < 0)
+				goto bad;
+			t->data = xmalloc((size_t) t->count * sizeof(float));
+			for (int i = 0; i < t->count; i++)
+				if (fscanf(f, "%f", &t->data[i]) != 1)
+					goto bad;
+			c.ntensors++;
+		}
+		else if (strcmp(word, "end") == 0)
+		{
+			run_case(&c);
+			ncases++;
+			for (int i = 0; i < c.ntensors; i++)
+				free(c.t[i].data);
+			memset(&c, 0, sizeof(c));
+		}
+		else
+			goto bad;
+	}
+	fclose(f);
+
+	if (ncases == 0)
+	{
+		fprintf(stderr, "no cases in %s\n", argv[1]);
+		return 2;
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+
+bad:
+	fprintf(stderr, "%s: malformed fixture near '%s'\n", argv[1], word);
+	return 2;
+}
