@@ -46,7 +46,7 @@ CheckSameDim(int expected, int got, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("%s dimensions differ", what),
-				 errdetail("Expected %d elements, got %d.", expected, got)));
+				 errdetail("The lengths are %d and %d.", expected, got)));
 }
 
 static inline void

@@ -1,0 +1,100 @@
+-- The SQL surface: signatures, volatility, parallel safety, comments, and
+-- the SQLSTATE of every kind of bad input.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+
+BEGIN;
+CREATE EXTENSION transformer;
+SELECT plan(50);
+
+SELECT has_function('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean']);
+SELECT has_function('attention_weights', ARRAY['real[]', 'real[]', 'boolean']);
+SELECT has_function('multihead_attention', ARRAY['real[]', 'real[]', 'real[]', 'integer', 'boolean']);
+SELECT has_function('softmax_weighted_sum', ARRAY['double precision', 'real[]']);
+SELECT has_function('attend', ARRAY['real[]', 'real[]', 'real[]']);
+SELECT is_aggregate('softmax_weighted_sum', ARRAY['double precision', 'real[]']);
+SELECT is_aggregate('attend', ARRAY['real[]', 'real[]', 'real[]']);
+SELECT function_returns('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean'], 'real[]');
+SELECT function_returns('attend', ARRAY['real[]', 'real[]', 'real[]'], 'real[]');
+
+-- every function of the extension: immutable, parallel safe, commented
+SELECT is(
+  (SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+   JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
+   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'transformer'
+   WHERE p.provolatile <> 'i' OR p.proparallel <> 's' OR obj_description(p.oid, 'pg_proc') IS NULL),
+  NULL, 'every function is IMMUTABLE, PARALLEL SAFE and commented');
+SELECT is(
+  (SELECT count(*)::int FROM pg_proc p
+   JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
+   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'transformer'
+   WHERE p.prokind = 'f' AND NOT p.proisstrict),
+  0, 'every plain function is STRICT');
+SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
+
+-- NULL in, NULL out
+SELECT is(self_attention(NULL, '{{1}}', '{{1}}'), NULL, 'self_attention(NULL, ...) is NULL');
+SELECT is(attention_weights('{{1}}', '{{1}}', NULL), NULL, 'attention_weights(..., causal NULL) is NULL');
+SELECT is(multihead_attention('{{1}}', '{{1}}', '{{1}}', NULL), NULL, 'multihead_attention(..., heads NULL) is NULL');
+SELECT is((SELECT softmax_weighted_sum(s, v) FROM (VALUES (NULL::float8, '{1}'::real[])) t(s, v)), NULL, 'softmax_weighted_sum over NULL rows is NULL');
+SELECT is((SELECT attend(q, k, v) FROM (VALUES ('{1}'::real[], '{1}'::real[], '{2}'::real[])) t(q, k, v) WHERE false), NULL, 'attend over no rows is NULL');
+
+-- bad input: SQLSTATE and message
+SELECT throws_ok(sql, code, msg, description) FROM (VALUES
+  ($$SELECT self_attention('{1,2}', '{{1,2}}', '{{1}}')$$, '22000', 'q must be a 2-D array', '1-D q'),
+  ($$SELECT self_attention('{{1,2}}', '{{{1,2}}}', '{{1}}')$$, '22000', 'k must be a 2-D array', '3-D k'),
+  ($$SELECT attention_weights('{}', '{{1}}')$$, '22000', 'q must not be empty', 'empty q'),
+  ($$SELECT self_attention('{{1}}', '{{1}}', '{}')$$, '22000', 'v must not be empty', 'empty v'),
+  ($$SELECT self_attention('{{1,2}}', '{{1,2,3}}', '{{1}}')$$, '22000', 'q and k must have the same number of columns', 'd_k mismatch'),
+  ($$SELECT self_attention('{{1,2}}', '{{1,2},{3,4}}', '{{1}}')$$, '22000', 'k and v must have the same number of rows', 'm mismatch'),
+  ($$SELECT multihead_attention('{{1,2}}', '{{1,2,3}}', '{{1}}', 1)$$, '22000', 'q and k must have the same number of columns', 'mha d_k mismatch'),
+  ($$SELECT self_attention('{{1,NULL}}', '{{1,2}}', '{{1}}')$$, '22004', 'q must not contain nulls', 'NULL element'),
+  ($$SELECT attention_weights('{{1}}', '{{NULL}}')$$, '22004', 'k must not contain nulls', 'NULL element in k'),
+  ($$SELECT self_attention('{{NaN}}', '{{1}}', '{{1}}')$$, '22000', 'q must not contain NaN or infinity', 'NaN'),
+  ($$SELECT self_attention('{{1}}', '{{1}}', '{{-Infinity}}')$$, '22000', 'v must not contain NaN or infinity', '-Infinity'),
+  ($$SELECT multihead_attention('{{1,2,3}}', '{{1,2,3}}', '{{1,2,3}}', 2)$$, '22023', 'heads must divide the number of columns of q, k and v', 'heads not dividing d'),
+  ($$SELECT multihead_attention('{{1,2}}', '{{1,2}}', '{{1,2,3}}', 2)$$, '22023', 'heads must divide the number of columns of q, k and v', 'heads not dividing d_v'),
+  ($$SELECT multihead_attention('{{1,2}}', '{{1,2}}', '{{1,2}}', 0)$$, '22023', 'heads must be at least 1', 'zero heads'),
+  ($$SELECT multihead_attention('{{1,2}}', '{{1,2}}', '{{1,2}}', -1)$$, '22023', 'heads must be at least 1', 'negative heads'),
+  ($$SELECT attention_weights(array_fill(1::real, ARRAY[100000,1]), array_fill(1::real, ARRAY[100000,1]))$$, '54000', 'attention weight matrix would be too large', '100000x100000 weights refused'),
+  ($$SELECT softmax_weighted_sum(s, v) FROM (VALUES (1::float8, '{1,2}'::real[]), (2, '{1}')) t(s, v)$$, '22000', 'value dimensions differ', 'ragged values'),
+  ($$SELECT softmax_weighted_sum('NaN', '{1}')$$, '22000', 'score must be finite', 'NaN score'),
+  ($$SELECT softmax_weighted_sum('Infinity', '{1}')$$, '22000', 'score must be finite', 'infinite score'),
+  ($$SELECT softmax_weighted_sum(1, '{}')$$, '22000', 'value must not be empty', 'empty value'),
+  ($$SELECT softmax_weighted_sum(1, '{{1}}')$$, '22000', 'value must be a 1-D array', '2-D value'),
+  ($$SELECT softmax_weighted_sum(1, '{1,NULL}')$$, '22004', 'value must not contain nulls', 'NULL in value'),
+  ($$SELECT softmax_weighted_sum(1, '{Infinity}')$$, '22000', 'value must not contain NaN or infinity', 'infinite value'),
+  ($$SELECT attend('{1,2}', '{1,2,3}', '{1}')$$, '22000', 'query and key dimensions differ', 'query/key mismatch'),
+  ($$SELECT attend('{1}', '{NaN}', '{1}')$$, '22000', 'key must not contain NaN or infinity', 'NaN key'),
+  ($$SELECT attend('{1}', '{1}', '{NULL}')$$, '22004', 'value must not contain nulls', 'NULL in attend value'),
+  ($$SELECT softmax_weighted_sum_final('{1,2}')$$, '22000', 'invalid softmax_weighted_sum state', 'short state'),
+  ($$SELECT softmax_weighted_sum_combine('{1,0,1,5}', '{1,0,1,5,6}')$$, '22000', 'value dimensions differ', 'combining unequal states'),
+  ($$SET transformer.blas_threads = 0$$, '22023', '0 is outside the valid range for parameter "transformer.blas_threads" (1 .. 64)', 'blas_threads below 1'),
+  ($$SET transformer.typo = 1$$, '42602', 'invalid configuration parameter name "transformer.typo"', 'reserved GUC prefix')
+) AS t(sql, code, msg, description);
+
+-- a long computation honours statement_timeout (57014, which throws_ok
+-- cannot catch: PL/pgSQL's OTHERS excludes query_canceled)
+CREATE FUNCTION pg_temp.cancelled(sql text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN false;
+EXCEPTION WHEN query_canceled THEN
+  RETURN true;
+END $$;
+SET LOCAL statement_timeout = '300ms';
+SELECT ok(pg_temp.cancelled($$SELECT self_attention(array_fill(1::real, ARRAY[100000,1]), array_fill(1::real, ARRAY[100000,1]), array_fill(1::real, ARRAY[100000,1]))$$),
+  'self_attention over 100000x100000 is cancelled by statement_timeout');
+SET LOCAL statement_timeout = 0;
+
+-- the BLAS thread setting is accepted and does not change results
+SET LOCAL transformer.blas_threads = 2;
+SELECT is(self_attention('{{1,0}}', '{{1,0},{0,1}}', '{{1,2},{3,4}}'),
+          (SELECT self_attention('{{1,0}}', '{{1,0},{0,1}}', '{{1,2},{3,4}}')), 'blas_threads = 2 works');
+SELECT is(current_setting('transformer.blas_threads'), '2', 'transformer.blas_threads is settable');
+
+SELECT * FROM finish();
+ROLLBACK;

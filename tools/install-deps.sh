@@ -1,0 +1,17 @@
+#!/bin/sh
+# Install what building and testing the extension needs on Debian 12 (as root).
+#   tools/install-deps.sh         build + test dependencies
+#   tools/install-deps.sh --dev   also PyTorch & co., to regenerate fixtures and run bench/
+set -eu
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev
+      postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl"
+if [ "${1:-}" = "--dev" ]; then
+	PKGS="$PKGS python3-torch python3-numpy python3-sentencepiece python3-nltk sentencepiece"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
+echo "dependencies installed"

@@ -1,0 +1,17 @@
+-- The README's quick start: attention inside PostgreSQL.
+\set ON_ERROR_STOP 1
+\pset footer off
+CREATE EXTENSION IF NOT EXISTS transformer;
+
+\echo 'attention of two queries over three keys/values'
+SELECT self_attention(q => '{{1,0},{0,1}}', k => '{{1,0},{0,1},{1,1}}', v => '{{10,0},{0,10},{5,5}}') AS output;
+SELECT attention_weights('{{1,0},{0,1}}', '{{1,0},{0,1},{1,1}}') AS weights;
+
+\echo 'attention over the rows of a table: a key/value memory'
+CREATE TEMP TABLE memory (topic text, k real[], v real[]);
+INSERT INTO memory VALUES
+  ('cats',   '{4,0,0}', '{1,0,0}'),
+  ('dogs',   '{0,4,0}', '{0,1,0}'),
+  ('trains', '{0,0,4}', '{0,0,1}');
+SELECT attend('{1,0.8,0}', k, v) AS mostly_cats_and_dogs FROM memory;
+SELECT softmax_weighted_sum(score, v) FROM (VALUES (2.0::float8, '{1,1}'::real[]), (0.0, '{0,4}')) t(score, v);
