@@ -28,7 +28,8 @@ include $(PGXS)
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/tensor_ops.c src/attention.c src/online_softmax.c
-UNIT_CFLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Isrc
+# the flags that matter of the server build (-fwrapv changes vectorization)
+UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 
 # The numeric core, outside the server
 test/unit/test_core: test/unit/test_core.c $(CORE_SRC) src/*.h
@@ -54,7 +55,7 @@ fixtures:
 
 bench: bench/bench_attention
 bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -O3 -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core bench/bench_attention
 

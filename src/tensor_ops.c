@@ -7,11 +7,83 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/*
+ * Debian's OpenBLAS is a DYNAMIC_ARCH build: at load it picks kernels by CPU
+ * model, and a model newer than the library falls back to the generic SSE3
+ * "Prescott" kernels, several times slower.  In that case, and unless the
+ * user chose with OPENBLAS_CORETYPE, we choose by CPU features and let
+ * OpenBLAS initialise again.  Weak symbols: other builds simply keep theirs.
+ */
+extern char *openblas_get_corename(void);
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+const char *
+tf_blas_init(void)
+{
+	const char *core = openblas_get_corename();
+	const char *want = NULL;
+
+	if (getenv("OPENBLAS_CORETYPE") != NULL ||
+		gotoblas_dynamic_init == NULL || gotoblas_dynamic_quit == NULL ||
+		core == NULL || strcasecmp(core, "prescott") != 0)
+		return core;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+		__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+		__builtin_cpu_supports("avx512vl"))
+		want = "SkylakeX";
+	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		want = "Haswell";
+#endif
+	if (want == NULL)
+		return core;
+
+	setenv("OPENBLAS_CORETYPE", want, 0);
+	gotoblas_dynamic_quit();
+	gotoblas_dynamic_init();
+	return openblas_get_corename();
+}
 
 void
 tf_set_blas_threads(int nthreads)
 {
 	openblas_set_num_threads(nthreads);
+}
+
+/*
+ * e^x for x <= 88.3 (larger saturates), branch-free so loops over it
+ * vectorize: Cephes' expf, e^x = 2^n · e^r with |r| <= ln2/2 and a degree-6
+ * polynomial; relative error about 1e-7.  Below -87 it returns exactly 0, so
+ * a masked (-inf) score gets a weight of exactly 0.
+ */
+static inline float
+exp_fast(float x)
+{
+	float		xc = x < -87.0f ? -87.0f : (x > 88.3f ? 88.3f : x);
+	/* round to nearest by the 1.5·2^23 trick: vectorizes, unlike roundf */
+	float		n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	float		r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+	float		p = 1.9875691500e-4f;
+	int32_t		bits;
+	float		scale;
+
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	bits = ((int32_t) n + 127) << 23;
+	memcpy(&scale, &bits, sizeof(float));
+	return x < -87.0f ? 0.0f : p * scale;
 }
 
 void
@@ -25,41 +97,76 @@ tf_matmul(int m, int n, int k,
 				m, n, k, alpha, a, lda, b, ldb, beta, out, ldo);
 }
 
+/* Compiled for AVX-512, AVX2 and baseline; the loader picks one (ifunc). */
+#define TF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+
+#define SOFTMAX_LANES 16
+#define SOFTMAX_FLUSH 1024
+
+/*
+ * Indices are size_t: PostgreSQL builds with -fwrapv, under which int index
+ * arithmetic may wrap and the compiler will not vectorize these loops.
+ */
+TF_MULTIVERSION
 void
 tf_softmax_rows(int rows, int cols, float *x)
 {
-	for (int r = 0; r < rows; r++)
-	{
-		float	   *row = x + (size_t) r * cols;
-		float		max = -INFINITY;
-		double		sum = 0.0;
+	size_t		n = (size_t) cols;
 
-		for (int j = 0; j < cols; j++)
-			if (row[j] > max)
-				max = row[j];
+	for (size_t r = 0; r < (size_t) rows; r++)
+	{
+		float	   *row = x + r * n;
+		float		max = -INFINITY;
+		float		lanes[SOFTMAX_LANES] = {0};
+		double		sum = 0.0;
+		float		inv;
+		size_t		j;
+
+		for (j = 0; j < n; j++)
+			max = row[j] > max ? row[j] : max;
 
 		/* every entry masked: no key to attend to */
 		if (max == -INFINITY)
 		{
-			for (int j = 0; j < cols; j++)
+			for (j = 0; j < n; j++)
 				row[j] = 0.0f;
 			continue;
 		}
 
-		for (int j = 0; j < cols; j++)
+		/*
+		 * Fixed-width float lanes so the compiler vectorizes; they are
+		 * flushed into the double sum every SOFTMAX_FLUSH entries, so no
+		 * float partial sum adds up more than SOFTMAX_FLUSH / 16 terms.
+		 */
+		for (j = 0; j + SOFTMAX_LANES <= n; j += SOFTMAX_LANES)
 		{
-			float		e = expf(row[j] - max);
+			for (size_t l = 0; l < SOFTMAX_LANES; l++)
+			{
+				float		e = exp_fast(row[j + l] - max);
+
+				row[j + l] = e;
+				lanes[l] += e;
+			}
+			if ((j + SOFTMAX_LANES) % SOFTMAX_FLUSH == 0)
+				for (size_t l = 0; l < SOFTMAX_LANES; l++)
+				{
+					sum += lanes[l];
+					lanes[l] = 0.0f;
+				}
+		}
+		for (; j < n; j++)
+		{
+			float		e = exp_fast(row[j] - max);
 
 			row[j] = e;
 			sum += e;
 		}
+		for (size_t l = 0; l < SOFTMAX_LANES; l++)
+			sum += lanes[l];
 
-		{
-			float		inv = (float) (1.0 / sum);
-
-			for (int j = 0; j < cols; j++)
-				row[j] *= inv;
-		}
+		inv = (float) (1.0 / sum);
+		for (j = 0; j < n; j++)
+			row[j] *= inv;
 	}
 }
 

@@ -15,6 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/*
+ * Make sure OpenBLAS runs kernels fit for this CPU (see tensor_ops.c); call
+ * once before the first product.  Returns the name of the kernel set.
+ */
+const char *tf_blas_init(void);
+
 /* Set the OpenBLAS thread count (PostgreSQL parallelism is by process). */
 void		tf_set_blas_threads(int nthreads);
 

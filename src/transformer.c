@@ -36,5 +36,6 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("transformer");
 
+	tf_blas_init();
 	tf_set_blas_threads(blas_threads);
 }

@@ -242,6 +242,7 @@ main(int argc, char **argv)
 		perror(argv[1]);
 		return 2;
 	}
+	tf_blas_init();
 	tf_set_blas_threads(1);
 
 	memset(&c, 0, sizeof(c));
