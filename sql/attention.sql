@@ -18,6 +18,13 @@ SELECT attention_weights('{{0},{0},{0}}', '{{0},{0},{0}}', causal => true);
 SELECT attention_weights('{{0},{0}}', '{{0},{0},{0}}', true);
 SELECT attention_weights('{{0},{0},{0}}', '{{0},{0}}', true);
 SELECT self_attention('{{0},{0},{0}}', '{{0},{0},{0}}', '{{3},{6},{9}}', true);
+-- large inputs are computed in blocks of query rows; the causal mask follows
+-- them (equal keys, value j at key j: row i is the mean of 0..i, i.e. i/2,
+-- to float precision)
+SELECT bool_and(abs(o[1] - (i - 1) / 2.0) < 1e-5 * i) AS blocked_causal_ok, count(*) AS rows FROM unnest(
+  self_attention(array_fill(0::real, ARRAY[1500,1]), array_fill(0::real, ARRAY[1500,1]),
+                 (SELECT array_agg(ARRAY[j::real] ORDER BY j) FROM generate_series(0, 1499) j), true))
+  WITH ORDINALITY AS u(x, i), LATERAL (SELECT ARRAY[x]) AS t(o);
 -- causal => false is the default
 SELECT self_attention('{{0},{0}}', '{{0},{0}}', '{{2},{4}}') = self_attention('{{0},{0}}', '{{0},{0}}', '{{2},{4}}', false) AS same;
 -- rows of the weights sum to 1, also for sharp softmaxes

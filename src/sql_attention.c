@@ -73,7 +73,10 @@ AttendBlocks(Matrix q, Matrix k, Matrix v, int heads, bool causal)
 	ArrayType  *result = NewFloat4Array(q.rows, v.cols);
 	float	   *out = (float *) ARR_DATA_PTR(result);
 	int			block = RowsPerBlock(q.rows, k.rows);
-	float	   *scratch = palloc((Size) block * k.rows * sizeof(float));
+	float	   *scratch;
+
+	CheckFloatCount((double) block * k.rows, "attention score buffer");
+	scratch = palloc((Size) block * k.rows * sizeof(float));
 
 	for (int r = 0; r < q.rows; r += block)
 	{
