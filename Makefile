@@ -9,7 +9,15 @@ OBJS = \
 	src/online_softmax.o \
 	src/pg_arrays.o \
 	src/sql_attention.o \
-	src/sql_aggregates.o
+	src/sql_aggregates.o \
+	src/protobuf.o \
+	src/spm_model.o \
+	src/spm_normalize.o \
+	src/spm_encode.o \
+	src/spm_decode.o \
+	src/server_files.o \
+	src/tokenizer.o \
+	src/sql_tokenizer.o
 
 DATA = sql/transformer--0.1.0.sql
 
@@ -60,3 +68,16 @@ bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
 EXTRA_CLEAN = test/unit/test_core bench/bench_attention
 
 .PHONY: unittest prove test fixtures bench
+
+# Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
+SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c
+FUZZ_SECONDS ?= 600
+test/fuzz/fuzz_spm_model: test/fuzz/fuzz_spm_model.c $(SPM_SRC) src/spm.h src/protobuf.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ test/fuzz/fuzz_spm_model.c $(SPM_SRC)
+
+fuzz-spm: test/fuzz/fuzz_spm_model
+	mkdir -p test/fuzz/corpus-run
+	test/fuzz/fuzz_spm_model -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-run test/fuzz/seeds
+
+.PHONY: fuzz-spm

@@ -86,3 +86,80 @@ CREATE AGGREGATE attend(query real[], key real[], value real[]) (
 
 COMMENT ON AGGREGATE attend(real[], real[], real[]) IS
 'attention of one query over the rows of a group: Σ softmax(query·key_i/√d)_i · value_i; rows with a NULL query, key or value are skipped';
+
+-- Tokenizers: SentencePiece models (and Marian vocabularies) in a table
+
+CREATE TABLE transformer_tokenizers (
+	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) < 64),
+	model bytea NOT NULL,
+	vocab jsonb,
+	created timestamptz NOT NULL DEFAULT now()
+);
+-- models are read whole on every load: no compression to undo
+ALTER TABLE transformer_tokenizers ALTER COLUMN model SET STORAGE EXTERNAL;
+COMMENT ON TABLE transformer_tokenizers IS
+'SentencePiece tokenizers: the .model/.spm file as is, and an optional vocabulary (piece -> model id, as Marian''s vocab.json)';
+COMMENT ON COLUMN transformer_tokenizers.model IS 'the serialized SentencePiece ModelProto';
+COMMENT ON COLUMN transformer_tokenizers.vocab IS 'piece -> model id; NULL: ids are SentencePiece''s own';
+SELECT pg_catalog.pg_extension_config_dump('transformer_tokenizers', '');
+GRANT SELECT ON transformer_tokenizers TO PUBLIC;
+
+CREATE FUNCTION transformer_invalidate_cache()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'transformer_invalidate_cache'
+LANGUAGE C;
+
+COMMENT ON FUNCTION transformer_invalidate_cache() IS
+'trigger: makes every backend reload tokenizers (and models) after a change';
+
+CREATE TRIGGER transformer_tokenizers_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_tokenizers
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+
+CREATE FUNCTION import_tokenizer(name text, spm_path text, vocab_path text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'import_tokenizer'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_tokenizer(text, text, text) IS
+'stores a tokenizer from server files: a SentencePiece model (.model/.spm) and optionally a Marian vocab.json; superuser or pg_read_server_files only; returns the number of pieces';
+
+CREATE FUNCTION load_tokenizer(name text, spm bytea, vocab jsonb DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'load_tokenizer'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION load_tokenizer(text, bytea, jsonb) IS
+'stores a tokenizer from bytes sent by the client (no server file access needed); returns the number of pieces';
+
+CREATE FUNCTION drop_tokenizer(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'drop_tokenizer'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION drop_tokenizer(text) IS
+'removes a tokenizer; false if there was none';
+
+CREATE FUNCTION tokenize(input text, tokenizer text)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'tokenize'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION tokenize(text, text) IS
+'the token ids of input (no end-of-sentence id added): the vocabulary''s ids if the tokenizer has one, else SentencePiece''s';
+
+CREATE FUNCTION tokens(input text, tokenizer text)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'tokens'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION tokens(text, text) IS
+'the pieces input is split into, as SentencePiece reports them';
+
+CREATE FUNCTION detokenize(ids integer[], tokenizer text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'detokenize'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION detokenize(integer[], text) IS
+'the text of a sequence of token ids, as SentencePiece decodes it';

@@ -157,6 +157,13 @@ int32_t		spm_map_get(const SpmMap *map, const char *key, size_t len);
 int32_t		spm_map_step(const SpmMap *map, const char *s, uint32_t l, uint32_t *h);
 #define SPM_HASH_INIT 2166136261u
 
+/*
+ * Build a map of n distinct keys (no prefixes) to values; false if a key
+ * repeats, with its index in *dup.
+ */
+bool		spm_map_build(SpmMap *map, int n, const char *const *keys, const uint32_t *lens,
+						  const int32_t *values, const SpmAlloc *a, int *dup);
+
 /* UTF-8 as SentencePiece reads it (util::DecodeUTF8). */
 uint32_t	spm_decode_utf8(const char *s, size_t n, int *mblen);
 int			spm_one_char_len(const char *s);

@@ -102,6 +102,29 @@ map_insert_with_prefixes(SpmMap *map, const char *key, uint32_t len, int id,
 	return true;
 }
 
+bool
+spm_map_build(SpmMap *map, int n, const char *const *keys, const uint32_t *lens,
+			  const int32_t *values, const SpmAlloc *a, int *dup)
+{
+	map_init(map, (size_t) n, a);
+	for (int i = 0; i < n; i++)
+	{
+		uint32_t	h = fnv(keys[i], lens[i]);
+		SpmMapEntry *e = map_slot(map, keys[i], lens[i], h);
+
+		if (e->key != NULL)
+		{
+			*dup = i;
+			return false;
+		}
+		e->key = keys[i];
+		e->len = lens[i];
+		e->hash = h;
+		e->value = values[i];
+	}
+	return true;
+}
+
 /* The id stored for key: >= 0 a piece, -1 only a prefix, -2 absent. */
 int32_t
 spm_map_get(const SpmMap *map, const char *key, size_t len)
@@ -134,6 +157,8 @@ typedef struct Loader
 	char	   *err;
 	size_t		errlen;
 } Loader;
+
+static bool fail(Loader *L, const char *fmt,...) __attribute__((format(printf, 2, 3)));
 
 static bool
 fail(Loader *L, const char *fmt,...)

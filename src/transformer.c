@@ -8,6 +8,7 @@
 #include "utils/guc.h"
 
 #include "tensor_ops.h"
+#include "tokenizer.h"
 
 PG_MODULE_MAGIC;
 
@@ -36,6 +37,7 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("transformer");
 
+	InitTokenizerCache();
 	tf_blas_init();
 	tf_set_blas_threads(blas_threads);
 }

@@ -8,7 +8,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(50);
+SELECT plan(53);
 
 SELECT has_function('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean']);
 SELECT has_function('attention_weights', ARRAY['real[]', 'real[]', 'boolean']);
@@ -20,19 +20,31 @@ SELECT is_aggregate('attend', ARRAY['real[]', 'real[]', 'real[]']);
 SELECT function_returns('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean'], 'real[]');
 SELECT function_returns('attend', ARRAY['real[]', 'real[]', 'real[]'], 'real[]');
 
--- every function of the extension: immutable, parallel safe, commented
-SELECT is(
-  (SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
-   JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
-   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'transformer'
-   WHERE p.provolatile <> 'i' OR p.proparallel <> 's' OR obj_description(p.oid, 'pg_proc') IS NULL),
-  NULL, 'every function is IMMUTABLE, PARALLEL SAFE and commented');
-SELECT is(
-  (SELECT count(*)::int FROM pg_proc p
-   JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
-   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'transformer'
-   WHERE p.prokind = 'f' AND NOT p.proisstrict),
-  0, 'every plain function is STRICT');
+-- every function of the extension: commented, with the right volatility,
+-- parallel safety and strictness
+CREATE TEMP VIEW ext_functions AS
+SELECT p.oid::regprocedure::text AS sig, p.proname, p.prokind, p.provolatile, p.proparallel, p.proisstrict,
+       obj_description(p.oid, 'pg_proc') AS comment
+FROM pg_proc p
+JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'transformer';
+SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions WHERE comment IS NULL), NULL,
+  'every function has a COMMENT');
+SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
+           WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
+                                 'tokenize', 'tokens', 'detokenize')
+             AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
+  'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
+SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
+           WHERE proname IN ('tokenize', 'tokens', 'detokenize') AND (provolatile <> 's' OR proparallel <> 's')), NULL,
+  'functions reading tokenizers are STABLE and PARALLEL SAFE');
+SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
+           WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
+  'functions writing tokenizers are VOLATILE and PARALLEL UNSAFE');
+SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
+           WHERE prokind = 'f' AND NOT proisstrict
+             AND proname NOT IN ('import_tokenizer', 'load_tokenizer', 'transformer_invalidate_cache')), NULL,
+  'plain functions are STRICT, but for the loaders (NULL vocabulary allowed) and the trigger');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -1,0 +1,20 @@
+/*
+ * server_files.h
+ *		Reading files on the database server, for the roles allowed to.
+ */
+#ifndef SERVER_FILES_H
+#define SERVER_FILES_H
+
+#include "postgres.h"
+
+/*
+ * Refuse unless the current user is a superuser or has the privileges of
+ * pg_read_server_files; `alternative` names the function that takes the
+ * bytes from the client instead.
+ */
+extern void CheckServerFileAccess(const char *alternative);
+
+/* The whole file as a palloc'd buffer (NUL-terminated), at most max_bytes. */
+extern char *ReadServerFile(const char *path, Size max_bytes, Size *len);
+
+#endif							/* SERVER_FILES_H */

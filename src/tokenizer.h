@@ -1,0 +1,52 @@
+/*
+ * tokenizer.h
+ *		Tokenizers stored in transformer_tokenizers, loaded once per backend.
+ */
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#include "spm.h"
+
+typedef struct Tokenizer
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	MemoryContext cxt;			/* everything below lives here */
+	SpmModel   *model;
+	bool		has_vocab;		/* ids are the vocabulary's, not SentencePiece's */
+	SpmMap		vocab;			/* piece -> model id */
+	int32	   *spm_to_model;	/* (npieces) model id of each piece */
+	int32		vocab_unk;		/* model id of the unknown piece */
+	int32		nmodel;			/* model ids are 0 .. nmodel - 1 */
+	const char **model_piece;	/* (nmodel) piece of each model id, or NULL */
+	uint32	   *model_piece_len;	/* (nmodel) */
+} Tokenizer;
+
+/* The tokenizer called name; ERROR if there is none.  Valid for the transaction. */
+extern Tokenizer *GetTokenizer(const char *name);
+
+/*
+ * Parse and check a model file and an optional vocabulary into t, with all
+ * memory in t->cxt.  ERROR with a clear message on any defect.
+ */
+extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab);
+
+/* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
+extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
+
+/* A palloc allocator for the core, in the given memory context. */
+extern SpmAlloc PgAllocator(MemoryContext cxt);
+
+/* Register the cache invalidation callback; from _PG_init. */
+extern void InitTokenizerCache(void);
+
+/* OID of a table of the extension, looked up by name in its schema. */
+extern Oid	ExtensionTableOid(const char *relname);
+
+/* Quoted schema-qualified name of a table of the extension, for SPI. */
+extern char *ExtensionTableName(const char *relname);
+
+#endif							/* TOKENIZER_H */
