@@ -22,8 +22,8 @@ OBJS = \
 DATA = sql/transformer--0.1.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
-REGRESS = attention aggregates errors parity
-REGRESS_OPTS = --inputdir=. --outputdir=.
+REGRESS = attention aggregates errors parity tokenizer
+REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS = -O3
@@ -50,16 +50,18 @@ unittest: test/unit/test_core
 PROVE_DB ?= transformer_tap
 prove:
 	dropdb --if-exists $(PROVE_DB)
-	createdb $(PROVE_DB)
+	createdb -E UTF8 -T template0 $(PROVE_DB)
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
 # Everything the README's test command runs: core, pg_regress, pgTAP
 test: unittest installcheck prove
 
-# Regenerate the PyTorch fixtures (needs python3-torch)
+# Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
+# (python3-sentencepiece, ../shared/data)
 fixtures:
 	$(PYTHON) tools/gen_fixtures.py
+	$(PYTHON) tools/gen_tokenizer_fixtures.py
 
 bench: bench/bench_attention
 bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
