@@ -17,7 +17,10 @@ OBJS = \
 	src/spm_decode.o \
 	src/server_files.o \
 	src/tokenizer.o \
-	src/sql_tokenizer.o
+	src/sql_tokenizer.o \
+	src/model.o \
+	src/model_store.o \
+	src/sql_model.o
 
 DATA = sql/transformer--0.1.0.sql
 

@@ -163,3 +163,123 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION detokenize(integer[], text) IS
 'the text of a sequence of token ids, as SentencePiece decodes it';
+
+-- Models: configuration and tensors in tables, in the Hugging Face Marian layout
+
+CREATE TABLE transformer_models (
+	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 56),
+	config jsonb NOT NULL,
+	config_json bytea NOT NULL,
+	vocab_json bytea NOT NULL,
+	safetensors_header bytea NOT NULL,
+	source_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
+	target_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
+	created timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE transformer_models IS
+'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, and the source and target tokenizers';
+SELECT pg_catalog.pg_extension_config_dump('transformer_models', '');
+GRANT SELECT ON transformer_models TO PUBLIC;
+
+CREATE TABLE transformer_tensors (
+	model text NOT NULL REFERENCES transformer_models (name) ON DELETE CASCADE,
+	name text NOT NULL,
+	shape bigint[] NOT NULL,
+	dtype text NOT NULL CHECK (dtype IN ('F32', 'F16', 'BF16')),
+	data_offset bigint NOT NULL,
+	data bytea NOT NULL,
+	PRIMARY KEY (model, name)
+);
+-- weights are read whole on every load: no compression to undo
+ALTER TABLE transformer_tensors ALTER COLUMN data SET STORAGE EXTERNAL;
+COMMENT ON TABLE transformer_tensors IS
+'the tensors of each model: safetensors name, shape and dtype, and the little-endian bytes as in the file';
+SELECT pg_catalog.pg_extension_config_dump('transformer_tensors', '');
+GRANT SELECT ON transformer_tensors TO PUBLIC;
+
+CREATE TRIGGER transformer_models_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_models
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+CREATE TRIGGER transformer_tensors_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_tensors
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+
+CREATE FUNCTION import_model(name text, dir text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'import_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_model(text, text) IS
+'stores a Hugging Face Marian / OPUS-MT model directory as published (config.json, model.safetensors, source.spm, target.spm, vocab.json); superuser or pg_read_server_files only; returns the number of parameters';
+
+CREATE FUNCTION load_model(name text, config bytea, safetensors bytea, source_spm bytea, target_spm bytea, vocab bytea)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'load_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION load_model(text, bytea, bytea, bytea, bytea, bytea) IS
+'stores a model from the bytes of its five files sent by the client (no server file access needed); returns the number of parameters';
+
+CREATE FUNCTION export_model(name text, dir text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'export_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION export_model(text, text) IS
+'writes a model''s five files into a server directory, byte for byte as imported; superuser or pg_write_server_files only; returns the number of tensors';
+
+CREATE FUNCTION drop_model(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'drop_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION drop_model(text) IS
+'removes a model, its tensors and its tokenizers; false if there was none';
+
+CREATE FUNCTION embed(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'embed'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION embed(text, text) IS
+'tokens x d_model: the token embeddings of input (end-of-sentence included), scaled as configured, plus positional encodings';
+
+CREATE FUNCTION encode(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encode'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION encode(text, text) IS
+'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
+
+CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'translate_text'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION translate(text, text, integer, integer) IS
+'translates input with a model: greedy when beam_size is 1, beam search otherwise (default: the model''s num_beams); max_length defaults to twice the source tokens plus 10; NULL input gives NULL';
+
+CREATE FUNCTION translate(input text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'translate_default'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION translate(text) IS
+'translates input with the model named by transformer.default_model';
+
+CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'translate_batch'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION translate(text[], text, integer, integer) IS
+'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
+
+CREATE FUNCTION generate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'generate'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION generate(text, text, integer, integer) IS
+'the target token ids translate() decodes (end-of-sentence excluded), for inspection';

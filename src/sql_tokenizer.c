@@ -20,7 +20,7 @@
 
 #define MAX_TOKENIZER_FILE ((Size) 256 * 1024 * 1024)
 
-static inline void
+static void
 CheckName(const char *name)
 {
 	if (name[0] == '\0')
@@ -44,7 +44,7 @@ CheckNotNull(FunctionCallInfo fcinfo, int arg, const char *name)
 }
 
 /* Text in the database encoding as UTF-8, which the tokenizer reads. */
-static char *
+char *
 ToUtf8(text *t, Size *len)
 {
 	char	   *s = VARDATA_ANY(t);
@@ -56,7 +56,7 @@ ToUtf8(text *t, Size *len)
 }
 
 /* UTF-8 bytes as text in the database encoding. */
-static text *
+text *
 FromUtf8(const char *s, Size len)
 {
 	char	   *conv = pg_any_to_server(s, (int) len, PG_UTF8);
@@ -65,7 +65,7 @@ FromUtf8(const char *s, Size len)
 }
 
 /* Check the model and vocabulary, then insert or replace the row. */
-static int32
+int32
 StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check",
@@ -172,23 +172,27 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(found);
 }
 
-/* Encode the text argument 0 with the tokenizer named by argument 1. */
-static void
-Encode(FunctionCallInfo fcinfo, Tokenizer **tok, SpmEncoding *enc)
+void
+EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
 {
-	text	   *input = PG_GETARG_TEXT_PP(0);
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
 	Size		len;
 	char	   *s = ToUtf8(input, &len);
 
-	*tok = GetTokenizer(name);
-	if (!spm_encode((*tok)->model, s, len, &a, enc))
+	if (!spm_encode(tok->model, s, len, &a, enc))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("input is too long to tokenize"),
 				 errdetail("The normalized text would exceed %zu bytes.",
 						   SPM_MAX_NORMALIZED_BYTES)));
+}
+
+/* Encode the text argument 0 with the tokenizer named by argument 1. */
+static void
+Encode(FunctionCallInfo fcinfo, Tokenizer **tok, SpmEncoding *enc)
+{
+	*tok = GetTokenizer(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	EncodeText(*tok, PG_GETARG_TEXT_PP(0), enc);
 }
 
 PG_FUNCTION_INFO_V1(tokenize);
@@ -221,34 +225,14 @@ tokens(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(construct_array(pieces, enc.ntokens, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
-PG_FUNCTION_INFO_V1(detokenize);
-Datum
-detokenize(PG_FUNCTION_ARGS)
+char *
+DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len)
 {
-	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	Tokenizer  *tok = GetTokenizer(name);
 	SpmModel   *m = tok->model;
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
-	int			n;
-	int32	   *ids;
-	const char **strs;
-	uint32	   *lens;
+	const char **strs = palloc(sizeof(char *) * (n + 1));
+	uint32	   *lens = palloc(sizeof(uint32) * (n + 1));
 	char	   *text;
-	Size		len;
-
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("ids must be a 1-D array")));
-	if (array_contains_nulls(arr))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ids must not contain nulls")));
-	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-	ids = (int32 *) ARR_DATA_PTR(arr);
-	strs = palloc(sizeof(char *) * (n + 1));
-	lens = palloc(sizeof(uint32) * (n + 1));
 
 	for (int i = 0; i < n; i++)
 	{
@@ -275,11 +259,34 @@ detokenize(PG_FUNCTION_ARGS)
 		}
 	}
 
-	text = spm_decode_pieces(m, n, strs, lens, &a, &len);
+	text = spm_decode_pieces(m, n, strs, lens, &a, len);
 	if (text == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("decoded text would be too long"),
 				 errdetail("The limit is %zu bytes.", SPM_MAX_NORMALIZED_BYTES)));
+	return text;
+}
+
+PG_FUNCTION_INFO_V1(detokenize);
+Datum
+detokenize(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Tokenizer  *tok = GetTokenizer(name);
+	char	   *text;
+	Size		len;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("ids must be a 1-D array")));
+	if (array_contains_nulls(arr))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ids must not contain nulls")));
+	text = DecodeIds(tok, name, ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr)),
+					 (int32 *) ARR_DATA_PTR(arr), &len);
 	PG_RETURN_TEXT_P(FromUtf8(text, len));
 }

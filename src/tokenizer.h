@@ -37,6 +37,13 @@ extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Json
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
 extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
 
+/* sql_tokenizer.c: shared with the models */
+extern int32 StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab);
+extern void EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc);
+extern char *DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len);
+extern char *ToUtf8(text *t, Size *len);
+extern text *FromUtf8(const char *s, Size len);
+
 /* A palloc allocator for the core, in the given memory context. */
 extern SpmAlloc PgAllocator(MemoryContext cxt);
 

@@ -8,11 +8,14 @@
 #include "utils/guc.h"
 
 #include "tensor_ops.h"
+#include "model_store.h"
 #include "tokenizer.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+extern char *transformer_default_model;
 
 /* transformer.blas_threads: OpenBLAS threads per backend */
 static int	blas_threads = 1;
@@ -35,9 +38,19 @@ _PG_init(void)
 							0,
 							NULL, assign_blas_threads, NULL);
 
+	DefineCustomStringVariable("transformer.default_model",
+							   "Sets the model that translate(input) uses.",
+							   NULL,
+							   &transformer_default_model,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("transformer");
 
 	InitTokenizerCache();
+	InitModelCache();
 	tf_blas_init();
 	tf_set_blas_threads(blas_threads);
 }

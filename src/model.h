@@ -1,0 +1,136 @@
+/*
+ * model.h
+ *		The Transformer of "Attention Is All You Need" in the Marian layout:
+ *		configuration, weights, and the forward passes (embedding, encoder,
+ *		incremental decoder) with greedy and beam search.
+ *
+ * Part of the core: no postgres.h.  After llama2.c: a Config, a Weights
+ * struct of raw pointers with their shapes, and a RunState of buffers
+ * allocated once per call (never inside the loops).  Linear weights are
+ * stored as torch.nn.Linear keeps them, (out, in), and applied as x · Wᵀ.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "spm.h"				/* SpmAlloc */
+
+typedef enum TfActivation
+{
+	TF_ACT_RELU,
+	TF_ACT_GELU,
+	TF_ACT_SWISH
+} TfActivation;
+
+typedef enum TfPositions
+{
+	TF_POS_SINUSOIDAL_HALF,		/* Marian: sin in the first half, cos in the second */
+	TF_POS_SINUSOIDAL_INTERLEAVED,	/* the paper: sin at even, cos at odd indices */
+	TF_POS_LEARNED
+} TfPositions;
+
+typedef struct TfConfig
+{
+	int			vocab;
+	int			d_model;
+	int			enc_layers;
+	int			dec_layers;
+	int			enc_heads;
+	int			dec_heads;
+	int			enc_ffn;
+	int			dec_ffn;
+	int			max_pos;
+	TfActivation activation;
+	bool		pre_norm;		/* normalize_before */
+	bool		final_norm;		/* a LayerNorm after the last layer of each stack */
+	bool		scale_embedding;	/* token embeddings times sqrt(d_model) */
+	TfPositions positions;
+	int			pad_id;
+	int			eos_id;
+	int			unk_id;
+	int			decoder_start_id;
+	int			num_beams;		/* translate()'s default beam size */
+	double		length_penalty;
+	float		ln_eps;
+} TfConfig;
+
+typedef struct TfAttnWeights
+{
+	const float *q_w;			/* (d, d) */
+	const float *q_b;			/* (d) */
+	const float *k_w;			/* (d, d) */
+	const float *k_b;			/* (d) */
+	const float *v_w;			/* (d, d) */
+	const float *v_b;			/* (d) */
+	const float *o_w;			/* (d, d) */
+	const float *o_b;			/* (d) */
+	const float *ln_g;			/* (d) the LayerNorm of this block */
+	const float *ln_b;			/* (d) */
+} TfAttnWeights;
+
+typedef struct TfLayerWeights
+{
+	TfAttnWeights self_attn;
+	TfAttnWeights cross_attn;	/* decoder layers only */
+	const float *fc1_w;			/* (ffn, d) */
+	const float *fc1_b;			/* (ffn) */
+	const float *fc2_w;			/* (d, ffn) */
+	const float *fc2_b;			/* (d) */
+	const float *ln_g;			/* (d) final_layer_norm of the layer */
+	const float *ln_b;			/* (d) */
+} TfLayerWeights;
+
+typedef struct TfWeights
+{
+	const float *enc_embed;		/* (vocab, d) */
+	const float *dec_embed;		/* (vocab, d), usually == enc_embed */
+	const float *lm_head;		/* (vocab, d), usually == dec_embed */
+	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
+	const float *enc_pos;		/* (max_pos, d) */
+	const float *dec_pos;		/* (max_pos, d) */
+	TfLayerWeights *enc;		/* (enc_layers) */
+	TfLayerWeights *dec;		/* (dec_layers) */
+	const float *enc_norm_g;	/* (d) final norms, if config.final_norm */
+	const float *enc_norm_b;
+	const float *dec_norm_g;
+	const float *dec_norm_b;
+} TfWeights;
+
+typedef struct TfModel
+{
+	TfConfig	cfg;
+	TfWeights	w;
+} TfModel;
+
+/* Fill a (max_pos, d) table with sinusoidal positions of the given kind. */
+void		tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out);
+
+/* out (n, d) = embed[ids] · scale + positions[0..n). */
+void		tf_embed(const TfModel *m, int n, const int *ids, float *out);
+
+/* out (n, d) = the encoder's output for ids (no padding). */
+void		tf_encode(const TfModel *m, int n, const int *ids, float *out, const SpmAlloc *a);
+
+/* Decoding options; max_length counts generated tokens, EOS included. */
+typedef struct TfDecodeOptions
+{
+	int			beam_size;		/* 1: greedy */
+	int			max_length;
+	double		length_penalty;
+} TfDecodeOptions;
+
+/*
+ * Translate source ids (EOS included): the generated ids, EOS excluded, into
+ * *out (allocated from a), their count returned.  interrupt, if not NULL,
+ * is called once per decoding step (the server checks for cancel there).
+ */
+int			tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt,
+						 int **out, const SpmAlloc *a, void (*interrupt) (void));
+
+/* fp16 and bf16 to fp32. */
+float		tf_half_to_float(unsigned short h);
+float		tf_bf16_to_float(unsigned short h);
+
+#endif							/* MODEL_H */

@@ -1,0 +1,563 @@
+/*
+ * model_store.c
+ *		Model configuration and weights: config.json into a TfConfig, stored
+ *		tensors into fp32 weights, and the per-backend cache of models.
+ *
+ * The cache works as the tokenizers' (tokenizer.c): loaded once with SPI,
+ * kept in its own memory context under CacheMemoryContext, and dropped
+ * when a statement trigger on transformer_models or transformer_tensors
+ * sends a relcache invalidation.  The per-call cost is a flag test and a
+ * hash probe.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "model_store.h"
+
+/* Limits far beyond real checkpoints, so that sizes are checked early. */
+#define MAX_DIM 65536
+#define MAX_LAYERS 256
+#define MAX_VOCAB 10000000
+#define MAX_POSITIONS 65536
+#define MAX_WEIGHT_BYTES ((Size) 16 * 1024 * 1024 * 1024)
+
+static HTAB *models = NULL;
+static MemoryContext cache_cxt = NULL;
+static bool cache_stale = false;
+static Oid	models_oid = InvalidOid;
+static Oid	tensors_oid = InvalidOid;
+
+/* ------------------------------------------------------------- config */
+
+static JsonbValue *
+config_get(Jsonb *config, const char *key)
+{
+	return getKeyJsonValueFromContainer(&config->root, key, strlen(key), NULL);
+}
+
+static int
+config_int(Jsonb *config, const char *key, bool required, int dflt, int min, int max)
+{
+	JsonbValue *v = config_get(config, key);
+	char	   *s;
+	char	   *end;
+	long		n;
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model configuration lacks \"%s\"", key)));
+		return dflt;
+	}
+	if (v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a number", key)));
+	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	n = strtol(s, &end, 10);
+	if (*end != '\0' || n < min || n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" is %s", key, s),
+				 errdetail("It must be an integer from %d to %d.", min, max)));
+	return (int) n;
+}
+
+static bool
+config_bool(Jsonb *config, const char *key, bool dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return dflt;
+	if (v->type != jbvBool)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be true or false", key)));
+	return v->val.boolean;
+}
+
+static char *
+config_string(Jsonb *config, const char *key, const char *dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return (char *) dflt;
+	if (v->type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a string", key)));
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static double
+config_double(Jsonb *config, const char *key, double dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return dflt;
+	if (v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a number", key)));
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+}
+
+void
+ParseModelConfig(Jsonb *config, TfConfig *c)
+{
+	char	   *act;
+	char	   *pos;
+
+	if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration must be a JSON object")));
+
+	memset(c, 0, sizeof(*c));
+	c->d_model = config_int(config, "d_model", true, 0, 2, MAX_DIM);
+	c->vocab = config_int(config, "vocab_size", true, 0, 2, MAX_VOCAB);
+	c->enc_layers = config_int(config, "encoder_layers", true, 0, 0, MAX_LAYERS);
+	c->dec_layers = config_int(config, "decoder_layers", true, 0, 1, MAX_LAYERS);
+	c->enc_heads = config_int(config, "encoder_attention_heads", true, 0, 1, MAX_DIM);
+	c->dec_heads = config_int(config, "decoder_attention_heads", true, 0, 1, MAX_DIM);
+	c->enc_ffn = config_int(config, "encoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
+	c->dec_ffn = config_int(config, "decoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
+	c->max_pos = config_int(config, "max_position_embeddings", true, 0, 1, MAX_POSITIONS);
+	c->pad_id = config_int(config, "pad_token_id", true, 0, 0, c->vocab - 1);
+	c->eos_id = config_int(config, "eos_token_id", true, 0, 0, c->vocab - 1);
+	c->decoder_start_id = config_int(config, "decoder_start_token_id", false, c->pad_id, 0, c->vocab - 1);
+	c->num_beams = config_int(config, "num_beams", false, 1, 1, 64);
+	c->length_penalty = config_double(config, "length_penalty", 1.0);
+	c->pre_norm = config_bool(config, "normalize_before", false);
+	c->final_norm = config_bool(config, "add_final_layer_norm", false);
+	c->scale_embedding = config_bool(config, "scale_embedding", false);
+	c->ln_eps = 1e-5f;
+
+	if (c->d_model % c->enc_heads != 0 || c->d_model % c->dec_heads != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration: attention heads must divide d_model"),
+				 errdetail("d_model is %d, with %d encoder and %d decoder heads.",
+						   c->d_model, c->enc_heads, c->dec_heads)));
+	if (!isfinite(c->length_penalty))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"length_penalty\" must be finite")));
+
+	act = config_string(config, "activation_function", "relu");
+	if (strcmp(act, "relu") == 0)
+		c->activation = TF_ACT_RELU;
+	else if (strcmp(act, "gelu") == 0)
+		c->activation = TF_ACT_GELU;
+	else if (strcmp(act, "swish") == 0 || strcmp(act, "silu") == 0)
+		c->activation = TF_ACT_SWISH;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("activation function \"%s\" is not supported", act),
+				 errhint("Supported are relu, gelu and swish (silu).")));
+
+	/* Marian's static positions, unless the configuration says otherwise */
+	pos = config_string(config, "position_embedding",
+						config_bool(config, "static_position_embeddings", true) ?
+						"sinusoidal_half" : "learned");
+	if (strcmp(pos, "sinusoidal_half") == 0)
+		c->positions = TF_POS_SINUSOIDAL_HALF;
+	else if (strcmp(pos, "sinusoidal_interleaved") == 0)
+		c->positions = TF_POS_SINUSOIDAL_INTERLEAVED;
+	else if (strcmp(pos, "learned") == 0)
+		c->positions = TF_POS_LEARNED;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("position embedding \"%s\" is not supported", pos),
+				 errhint("Supported are sinusoidal_half (Marian), sinusoidal_interleaved (the paper) and learned.")));
+}
+
+/* ------------------------------------------------------------ weights */
+
+typedef struct WeightBuilder
+{
+	TfModel    *m;
+	StoredTensor *tensors;
+	int			ntensors;
+	bool	   *used;
+	float	   *arena;
+	Size		arena_floats;
+	Size		next;
+} WeightBuilder;
+
+static StoredTensor *
+find_tensor(WeightBuilder *wb, const char *name, int *index)
+{
+	for (int i = 0; i < wb->ntensors; i++)
+		if (strcmp(wb->tensors[i].name, name) == 0)
+		{
+			*index = i;
+			return &wb->tensors[i];
+		}
+	return NULL;
+}
+
+static char *
+shape_string(int ndim, const int64 *shape)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '(');
+	for (int i = 0; i < ndim; i++)
+		appendStringInfo(&s, i ? ", " INT64_FORMAT : INT64_FORMAT, shape[i]);
+	appendStringInfoChar(&s, ')');
+	return s.data;
+}
+
+/*
+ * The tensor `name` of shape (d0[, d1]) as fp32 in the arena; NULL if it
+ * is absent and optional.  A (1, n) tensor is accepted for (n).
+ */
+static const float *
+weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	int			idx;
+	StoredTensor *t = find_tensor(wb, name, &idx);
+	int64		want[2] = {d0, d1};
+	int			wdim = d1 > 0 ? 2 : 1;
+	int64		numel = d1 > 0 ? d0 * d1 : d0;
+	bool		ok;
+	float	   *out;
+
+	if (t == NULL)
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model lacks the tensor \"%s\"", name),
+					 errdetail("The configuration requires one of shape %s.", shape_string(wdim, want))));
+		return NULL;
+	}
+	ok = (t->ndim == wdim && t->shape[0] == d0 && (wdim == 1 || t->shape[1] == d1)) ||
+		(wdim == 1 && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == d0);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tensor \"%s\" has the shape %s, but the configuration requires %s",
+						name, shape_string(t->ndim, t->shape), shape_string(wdim, want))));
+	if (wb->next + numel > wb->arena_floats)
+		elog(ERROR, "weight arena overflow at tensor \"%s\"", name);
+
+	out = wb->arena + wb->next;
+	wb->next += numel;
+	wb->used[idx] = true;
+	if (strcmp(t->dtype, "F32") == 0)
+		memcpy(out, t->data, sizeof(float) * numel);
+	else
+	{
+		const unsigned char *p = (const unsigned char *) t->data;
+		bool		bf16 = strcmp(t->dtype, "BF16") == 0;
+
+		for (int64 i = 0; i < numel; i++)
+		{
+			unsigned short h = (unsigned short) (p[2 * i] | (p[2 * i + 1] << 8));
+
+			out[i] = bf16 ? tf_bf16_to_float(h) : tf_half_to_float(h);
+		}
+	}
+	for (int64 i = 0; i < numel; i++)
+		if (!isfinite(out[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tensor \"%s\" contains NaN or infinity", name)));
+	return out;
+}
+
+/* weight() with a printf-style name. */
+static const float *
+named(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...) pg_attribute_printf(4, 5);
+
+static const float *
+named(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...)
+{
+	char		name[256];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	return weight(wb, name, true, d0, d1);
+}
+
+static void
+attn_weights(WeightBuilder *wb, TfAttnWeights *A, const char *layer, const char *attn,
+			 const char *norm, int d)
+{
+	A->q_w = named(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
+	A->q_b = named(wb, d, 0, "%s.%s.q_proj.bias", layer, attn);
+	A->k_w = named(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
+	A->k_b = named(wb, d, 0, "%s.%s.k_proj.bias", layer, attn);
+	A->v_w = named(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
+	A->v_b = named(wb, d, 0, "%s.%s.v_proj.bias", layer, attn);
+	A->o_w = named(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
+	A->o_b = named(wb, d, 0, "%s.%s.out_proj.bias", layer, attn);
+	A->ln_g = named(wb, d, 0, "%s.%s.weight", layer, norm);
+	A->ln_b = named(wb, d, 0, "%s.%s.bias", layer, norm);
+}
+
+static void
+layer_weights(WeightBuilder *wb, TfLayerWeights *L, const char *stack, int i, bool decoder)
+{
+	const TfConfig *c = &wb->m->cfg;
+	int			d = c->d_model;
+	int			ffn = decoder ? c->dec_ffn : c->enc_ffn;
+	char	   *layer = psprintf("model.%s.layers.%d", stack, i);
+
+	attn_weights(wb, &L->self_attn, layer, "self_attn", "self_attn_layer_norm", d);
+	if (decoder)
+		attn_weights(wb, &L->cross_attn, layer, "encoder_attn", "encoder_attn_layer_norm", d);
+	L->fc1_w = named(wb, ffn, d, "%s.fc1.weight", layer);
+	L->fc1_b = named(wb, ffn, 0, "%s.fc1.bias", layer);
+	L->fc2_w = named(wb, d, ffn, "%s.fc2.weight", layer);
+	L->fc2_b = named(wb, d, 0, "%s.fc2.bias", layer);
+	L->ln_g = named(wb, d, 0, "%s.final_layer_norm.weight", layer);
+	L->ln_b = named(wb, d, 0, "%s.final_layer_norm.bias", layer);
+}
+
+static const float *
+positions(WeightBuilder *wb, const char *name)
+{
+	const TfConfig *c = &wb->m->cfg;
+	const float *p = weight(wb, name, c->positions == TF_POS_LEARNED, c->max_pos, c->d_model);
+	float	   *table;
+
+	if (p != NULL)
+		return p;
+	if (wb->next + (Size) c->max_pos * c->d_model > wb->arena_floats)
+		elog(ERROR, "weight arena overflow at positions");
+	table = wb->arena + wb->next;
+	wb->next += (Size) c->max_pos * c->d_model;
+	tf_sinusoidal_positions(c->max_pos, c->d_model, c->positions, table);
+	return table;
+}
+
+Size
+BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt)
+{
+	TfConfig   *c = &m->cfg;
+	int			d = c->d_model;
+	WeightBuilder wb;
+	double		floats = 2.0 * c->max_pos * d;	/* computed positions */
+	const float *shared;
+
+	/* size the arena: all stored tensors, plus the positions we compute */
+	for (int i = 0; i < ntensors; i++)
+	{
+		double		numel = 1;
+
+		for (int k = 0; k < tensors[i].ndim; k++)
+			numel *= (double) tensors[i].shape[k];
+		floats += numel;
+	}
+	if (floats * sizeof(float) > (double) MAX_WEIGHT_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("model is too large"),
+				 errdetail("Its weights need %.0f bytes as fp32; the limit is %zu.",
+						   floats * sizeof(float), (size_t) MAX_WEIGHT_BYTES)));
+
+	memset(&wb, 0, sizeof(wb));
+	wb.m = m;
+	wb.tensors = tensors;
+	wb.ntensors = ntensors;
+	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
+	wb.arena_floats = (Size) floats;
+	wb.arena = MemoryContextAllocExtended(cxt, sizeof(float) * (wb.arena_floats + 1), MCXT_ALLOC_HUGE);
+
+	/* token embeddings: shared, unless the checkpoint unties them */
+	shared = weight(&wb, "model.shared.weight", false, c->vocab, d);
+	m->w.enc_embed = weight(&wb, "model.encoder.embed_tokens.weight", shared == NULL, c->vocab, d);
+	if (m->w.enc_embed == NULL)
+		m->w.enc_embed = shared;
+	m->w.dec_embed = weight(&wb, "model.decoder.embed_tokens.weight", shared == NULL, c->vocab, d);
+	if (m->w.dec_embed == NULL)
+		m->w.dec_embed = shared;
+	/* lm_head is tied to the decoder embeddings when safetensors omits it */
+	m->w.lm_head = weight(&wb, "lm_head.weight", false, c->vocab, d);
+	if (m->w.lm_head == NULL)
+		m->w.lm_head = m->w.dec_embed;
+	m->w.logits_bias = weight(&wb, "final_logits_bias", false, c->vocab, 0);
+
+	m->w.enc_pos = positions(&wb, "model.encoder.embed_positions.weight");
+	m->w.dec_pos = positions(&wb, "model.decoder.embed_positions.weight");
+
+	m->w.enc = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights) * (c->enc_layers + 1));
+	m->w.dec = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights) * (c->dec_layers + 1));
+	for (int i = 0; i < c->enc_layers; i++)
+		layer_weights(&wb, &m->w.enc[i], "encoder", i, false);
+	for (int i = 0; i < c->dec_layers; i++)
+		layer_weights(&wb, &m->w.dec[i], "decoder", i, true);
+
+	if (c->final_norm)
+	{
+		m->w.enc_norm_g = weight(&wb, "model.encoder.layer_norm.weight", true, d, 0);
+		m->w.enc_norm_b = weight(&wb, "model.encoder.layer_norm.bias", true, d, 0);
+		m->w.dec_norm_g = weight(&wb, "model.decoder.layer_norm.weight", true, d, 0);
+		m->w.dec_norm_b = weight(&wb, "model.decoder.layer_norm.bias", true, d, 0);
+	}
+
+	for (int i = 0; i < ntensors; i++)
+		if (!wb.used[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model has the unexpected tensor \"%s\"", tensors[i].name),
+					 errdetail("The configuration (layers, final norms, positions) has no place for it.")));
+	return wb.next * sizeof(float);
+}
+
+/* -------------------------------------------------------------- cache */
+
+static void
+invalidate_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == models_oid || relid == tensors_oid)
+		cache_stale = true;
+}
+
+void
+InitModelCache(void)
+{
+	CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
+}
+
+static void
+reset_cache(void)
+{
+	HASHCTL		ctl;
+
+	if (cache_cxt != NULL)
+		MemoryContextSetParent(cache_cxt, TopTransactionContext);
+	cache_cxt = AllocSetContextCreate(CacheMemoryContext, "transformer models",
+									  ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(CachedModel);
+	ctl.hcxt = cache_cxt;
+	models = hash_create("transformer models", 8, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	models_oid = ExtensionTableOid("transformer_models");
+	tensors_oid = ExtensionTableOid("transformer_tensors");
+	cache_stale = false;
+}
+
+/* A stored tensor row: name, shape int8[], dtype, data. */
+static void
+read_tensor(HeapTuple tup, TupleDesc desc, StoredTensor *t)
+{
+	bool		isnull;
+	ArrayType  *shape;
+	bytea	   *data;
+	int			n;
+
+	t->name = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+	shape = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 2, &isnull));
+	strlcpy(t->dtype, TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull)), sizeof(t->dtype));
+	data = DatumGetByteaPP(SPI_getbinval(tup, desc, 4, &isnull));
+	n = ArrayGetNItems(ARR_NDIM(shape), ARR_DIMS(shape));
+	if (n > 8 || ARR_ELEMTYPE(shape) != INT8OID || ARR_HASNULL(shape))
+		elog(ERROR, "tensor \"%s\" has a malformed shape", t->name);
+	t->ndim = n;
+	memcpy(t->shape, ARR_DATA_PTR(shape), sizeof(int64) * n);
+	t->data = VARDATA_ANY(data);
+	t->nbytes = VARSIZE_ANY_EXHDR(data);
+}
+
+static void
+load_model(CachedModel *entry, const char *name)
+{
+	char	   *query;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	bool		isnull;
+	Jsonb	   *config;
+	StoredTensor *tensors;
+	int			n;
+	MemoryContext caller = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer FROM %s WHERE name = $1",
+					 ExtensionTableName("transformer_models"));
+	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read transformer_models");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name),
+				 errhint("Load one with import_model().")));
+	config = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	strlcpy(entry->source_tokenizer,
+			TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
+			NAMEDATALEN);
+	strlcpy(entry->target_tokenizer,
+			TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)),
+			NAMEDATALEN);
+	ParseModelConfig(config, &entry->model.cfg);
+
+	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1",
+					 ExtensionTableName("transformer_tensors"));
+	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read transformer_tensors");
+	n = (int) SPI_processed;
+	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
+	for (int i = 0; i < n; i++)
+		read_tensor(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
+
+	entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, entry->cxt);
+	MemoryContextSwitchTo(caller);
+	SPI_finish();
+}
+
+CachedModel *
+GetModel(const char *name)
+{
+	CachedModel *entry;
+	bool		found;
+
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	if (models == NULL || cache_stale)
+		reset_cache();
+
+	entry = hash_search(models, name, HASH_FIND, &found);
+	if (found)
+		return entry;
+
+	entry = hash_search(models, name, HASH_ENTER, &found);
+	entry->cxt = AllocSetContextCreate(cache_cxt, "transformer model", ALLOCSET_DEFAULT_SIZES);
+	PG_TRY();
+	{
+		load_model(entry, name);
+	}
+	PG_CATCH();
+	{
+		MemoryContextDelete(entry->cxt);
+		hash_search(models, name, HASH_REMOVE, NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return entry;
+}

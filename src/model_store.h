@@ -1,0 +1,52 @@
+/*
+ * model_store.h
+ *		Models in tables: configuration parsing, tensors, the per-backend
+ *		cache.  PostgreSQL glue around the core's TfModel.
+ */
+#ifndef MODEL_STORE_H
+#define MODEL_STORE_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#include "model.h"
+#include "tokenizer.h"
+
+/* One tensor as stored: raw little-endian bytes of a safetensors dtype. */
+typedef struct StoredTensor
+{
+	char	   *name;
+	char		dtype[8];		/* F32, F16, BF16 */
+	int			ndim;
+	int64		shape[8];
+	const char *data;
+	Size		nbytes;
+} StoredTensor;
+
+typedef struct CachedModel
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	MemoryContext cxt;
+	TfModel		model;
+	char		source_tokenizer[NAMEDATALEN];
+	char		target_tokenizer[NAMEDATALEN];
+	Size		weight_bytes;	/* fp32 bytes of the weights */
+} CachedModel;
+
+/* The model called name, loaded once per backend; ERROR if none. */
+extern CachedModel *GetModel(const char *name);
+
+/* Parse config.json into cfg; ERROR on anything missing or out of range. */
+extern void ParseModelConfig(Jsonb *config, TfConfig *cfg);
+
+/*
+ * Point the weights of m at fp32 copies of the tensors (allocated in cxt),
+ * checking every name and shape against the configuration.
+ */
+extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt);
+
+/* Register the cache invalidation callback; from _PG_init. */
+extern void InitModelCache(void);
+
+#endif							/* MODEL_STORE_H */

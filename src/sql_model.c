@@ -1,0 +1,701 @@
+/*
+ * sql_model.c
+ *		SQL entry points for models: import_model() (a Hugging Face Marian
+ *		directory, or its files' bytes), export_model(), drop_model(),
+ *		embed(), encode(), translate().
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+#include "model_store.h"
+#include "pg_arrays.h"
+#include "server_files.h"
+
+#define MAX_MODEL_FILE ((Size) 4 * 1024 * 1024 * 1024 - 1)
+#define MAX_TEXT_FILE ((Size) 256 * 1024 * 1024)
+#define MAX_HEADER ((Size) 100 * 1024 * 1024)
+/* a model's tokenizers are called "<model>/source" and "<model>/target" */
+#define MAX_MODEL_NAME (NAMEDATALEN - 1 - 7)
+
+char	   *transformer_default_model = NULL;
+
+static void
+CheckModelName(const char *name)
+{
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model name must not be empty")));
+	if (strlen(name) > MAX_MODEL_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("model name \"%s\" is too long", name),
+				 errdetail("Names may have at most %d bytes.", MAX_MODEL_NAME)));
+}
+
+static Jsonb *
+ParseJsonText(const char *what, const char *s, Size len)
+{
+	char	   *conv;
+
+	/* JSON files are UTF-8 */
+	if (!pg_verify_mbstr(PG_UTF8, s, (int) len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("%s is not valid UTF-8", what)));
+	conv = pg_any_to_server(s, (int) len, PG_UTF8);
+	if (conv == s)
+		conv = pnstrdup(s, len);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(conv)));
+}
+
+static uint64
+le64(const unsigned char *p)
+{
+	uint64		v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void
+bad_safetensors(const char *fmt, const char *arg) pg_attribute_noreturn();
+
+static void
+bad_safetensors(const char *fmt, const char *arg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid safetensors file"),
+			 errdetail(fmt, arg)));
+}
+
+static int64
+json_int64(JsonbValue *v, const char *tensor)
+{
+	char	   *s;
+	char	   *end;
+	long long	n;
+
+	if (v == NULL || v->type != jbvNumeric)
+		bad_safetensors("Tensor \"%s\" has a malformed shape or data_offsets.", tensor);
+	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	if (*end != '\0' || errno != 0 || n < 0)
+		bad_safetensors("Tensor \"%s\" has a malformed shape or data_offsets.", tensor);
+	return (int64) n;
+}
+
+/*
+ * Parse a safetensors file: an 8-byte little-endian header length, a JSON
+ * header {name: {dtype, shape, data_offsets}}, then the data.  Every offset
+ * and size is checked against the buffer.
+ */
+static int
+ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_out)
+{
+	uint64		hlen;
+	Jsonb	   *header;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken r;
+	StoredTensor *tensors;
+	int			n = 0;
+	char	   *key = NULL;
+	Size		data_len;
+
+	if (len < 8)
+		bad_safetensors("The file has %s bytes, fewer than the 8 of the header length.", psprintf("%zu", len));
+	hlen = le64((const unsigned char *) buf);
+	if (hlen > len - 8 || hlen > MAX_HEADER || hlen < 2)
+		bad_safetensors("The header length %s does not fit in the file.", psprintf(UINT64_FORMAT, hlen));
+	header = ParseJsonText("safetensors header", buf + 8, (Size) hlen);
+	if (!JB_ROOT_IS_OBJECT(header) || JB_ROOT_IS_SCALAR(header))
+		bad_safetensors("The header is not a JSON object%s.", "");
+	data_len = len - 8 - (Size) hlen;
+
+	tensors = palloc0(sizeof(StoredTensor) * (JB_ROOT_COUNT(header) + 1));
+	it = JsonbIteratorInit(&header->root);
+	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (r == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (r == WJB_VALUE && strcmp(key, "__metadata__") != 0)
+		{
+			StoredTensor *t = &tensors[n];
+			JsonbValue *dtype,
+					   *shape,
+					   *offsets,
+					   *e;
+			int			esize;
+			double		numel = 1;
+			int64		begin,
+						end;
+
+			if (v.type != jbvBinary)
+				bad_safetensors("Tensor \"%s\" is not described by an object.", key);
+			dtype = getKeyJsonValueFromContainer(v.val.binary.data, "dtype", 5, NULL);
+			shape = getKeyJsonValueFromContainer(v.val.binary.data, "shape", 5, NULL);
+			offsets = getKeyJsonValueFromContainer(v.val.binary.data, "data_offsets", 12, NULL);
+			if (dtype == NULL || dtype->type != jbvString || shape == NULL ||
+				shape->type != jbvBinary || offsets == NULL || offsets->type != jbvBinary)
+				bad_safetensors("Tensor \"%s\" lacks dtype, shape or data_offsets.", key);
+
+			t->name = key;
+			snprintf(t->dtype, sizeof(t->dtype), "%.*s", dtype->val.string.len, dtype->val.string.val);
+			if (strcmp(t->dtype, "F32") == 0)
+				esize = 4;
+			else if (strcmp(t->dtype, "F16") == 0 || strcmp(t->dtype, "BF16") == 0)
+				esize = 2;
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("tensor \"%s\" has the unsupported dtype \"%.*s\"", key,
+								dtype->val.string.len, dtype->val.string.val),
+						 errhint("Supported are F32, F16 and BF16.")));
+
+			t->ndim = JsonContainerSize(shape->val.binary.data);
+			if (!JsonContainerIsArray(shape->val.binary.data) || t->ndim > 8)
+				bad_safetensors("Tensor \"%s\" has a malformed shape.", key);
+			for (int k = 0; k < t->ndim; k++)
+			{
+				e = getIthJsonbValueFromContainer(shape->val.binary.data, k);
+				t->shape[k] = json_int64(e, key);
+				numel *= (double) t->shape[k];
+			}
+			if (!JsonContainerIsArray(offsets->val.binary.data) ||
+				JsonContainerSize(offsets->val.binary.data) != 2)
+				bad_safetensors("Tensor \"%s\" has malformed data_offsets.", key);
+			begin = json_int64(getIthJsonbValueFromContainer(offsets->val.binary.data, 0), key);
+			end = json_int64(getIthJsonbValueFromContainer(offsets->val.binary.data, 1), key);
+			if (begin > end || (uint64) end > data_len)
+				bad_safetensors("The data of tensor \"%s\" lies outside the file.", key);
+			if ((double) (end - begin) != numel * esize)
+				bad_safetensors("The data of tensor \"%s\" does not match its shape and dtype.", key);
+			t->data = buf + 8 + hlen + begin;
+			t->nbytes = (Size) (end - begin);
+			n++;
+		}
+	}
+	*out = tensors;
+	*header_out = header;
+	return n;
+}
+
+static int64
+data_offset(const StoredTensor *t, const char *buf, Size hlen)
+{
+	return (int64) (t->data - (buf + 8 + hlen));
+}
+
+/*
+ * Check everything, then replace the model's rows: its configuration, its
+ * tensors (bytes as in the file) and its two tokenizers.  All in the
+ * caller's transaction: an error leaves nothing behind.
+ */
+static int64
+StoreModel(const char *name, const char *config_text, Size config_len,
+		   const char *st, Size st_len,
+		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
+		   const char *vocab_text, Size vocab_len)
+{
+	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
+	Jsonb	   *vocab = ParseJsonText("vocab.json", vocab_text, vocab_len);
+	Jsonb	   *header;
+	StoredTensor *tensors;
+	int			ntensors;
+	TfModel		model;
+	MemoryContext check = AllocSetContextCreate(CurrentMemoryContext, "model check",
+												ALLOCSET_DEFAULT_SIZES);
+	int64		params = 0;
+	char	   *src_name = psprintf("%s/source", name);
+	char	   *tgt_name = psprintf("%s/target", name);
+	char	   *q;
+	Tokenizer	tcheck;
+	Size		hlen = (Size) le64((const unsigned char *) st);
+
+	CheckModelName(name);
+	memset(&model, 0, sizeof(model));
+	ParseModelConfig(config, &model.cfg);
+	ntensors = ParseSafetensors(st, st_len, &tensors, &header);
+	BuildModelWeights(&model, tensors, ntensors, check);
+	MemoryContextDelete(check);
+	for (int i = 0; i < ntensors; i++)
+	{
+		int64		numel = 1;
+
+		for (int k = 0; k < tensors[i].ndim; k++)
+			numel *= tensors[i].shape[k];
+		params += numel;
+	}
+
+	/* the vocabulary's ids must index the embeddings */
+	memset(&tcheck, 0, sizeof(tcheck));
+	tcheck.cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check", ALLOCSET_DEFAULT_SIZES);
+	BuildTokenizer(&tcheck, src_spm, src_len, vocab);
+	if (tcheck.nmodel > model.cfg.vocab)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("vocab.json has ids up to %d, but the model's vocabulary has %d entries",
+						tcheck.nmodel - 1, model.cfg.vocab)));
+	MemoryContextDelete(tcheck.cxt);
+
+	StoreTokenizer(src_name, src_spm, src_len, vocab);
+	StoreTokenizer(tgt_name, tgt_spm, tgt_len, vocab);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	q = psprintf("DELETE FROM %s WHERE name = $1", ExtensionTableName("transformer_models"));
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		args[1] = {CStringGetTextDatum(name)};
+
+		SPI_execute_with_args(q, 1, types, args, NULL, false, 0);
+	}
+	q = psprintf("INSERT INTO %s (name, config, config_json, vocab_json, safetensors_header, "
+				 "source_tokenizer, target_tokenizer) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+				 ExtensionTableName("transformer_models"));
+	{
+		Oid			types[7] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID};
+		Datum		args[7];
+		bytea	   *cj = palloc(VARHDRSZ + config_len);
+		bytea	   *vj = palloc(VARHDRSZ + vocab_len);
+		bytea	   *hj = palloc(VARHDRSZ + 8 + hlen);
+
+		SET_VARSIZE(cj, VARHDRSZ + config_len);
+		memcpy(VARDATA(cj), config_text, config_len);
+		SET_VARSIZE(vj, VARHDRSZ + vocab_len);
+		memcpy(VARDATA(vj), vocab_text, vocab_len);
+		SET_VARSIZE(hj, VARHDRSZ + 8 + hlen);
+		memcpy(VARDATA(hj), st, 8 + hlen);
+		args[0] = CStringGetTextDatum(name);
+		args[1] = JsonbPGetDatum(config);
+		args[2] = PointerGetDatum(cj);
+		args[3] = PointerGetDatum(vj);
+		args[4] = PointerGetDatum(hj);
+		args[5] = CStringGetTextDatum(src_name);
+		args[6] = CStringGetTextDatum(tgt_name);
+		if (SPI_execute_with_args(q, 7, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not store model \"%s\"", name);
+	}
+	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data) "
+				 "VALUES ($1, $2, $3, $4, $5, $6)", ExtensionTableName("transformer_tensors"));
+	for (int i = 0; i < ntensors; i++)
+	{
+		StoredTensor *t = &tensors[i];
+		Oid			types[6] = {TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, INT8OID, BYTEAOID};
+		Datum		args[6];
+		Datum	   *dims = palloc(sizeof(Datum) * (t->ndim + 1));
+		bytea	   *data = palloc(VARHDRSZ + t->nbytes);
+
+		CHECK_FOR_INTERRUPTS();
+		for (int k = 0; k < t->ndim; k++)
+			dims[k] = Int64GetDatum(t->shape[k]);
+		SET_VARSIZE(data, VARHDRSZ + t->nbytes);
+		memcpy(VARDATA(data), t->data, t->nbytes);
+		args[0] = CStringGetTextDatum(name);
+		args[1] = CStringGetTextDatum(t->name);
+		args[2] = PointerGetDatum(construct_array(dims, t->ndim, INT8OID, 8, true, TYPALIGN_DOUBLE));
+		args[3] = CStringGetTextDatum(t->dtype);
+		args[4] = Int64GetDatum(data_offset(t, st, hlen));
+		args[5] = PointerGetDatum(data);
+		if (SPI_execute_with_args(q, 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not store tensor \"%s\"", t->name);
+		pfree(data);
+	}
+	SPI_finish();
+	return params;
+}
+
+static char *
+ReadModelFile(const char *dir, const char *file, Size max, Size *len)
+{
+	return ReadServerFile(psprintf("%s/%s", dir, file), max, len);
+}
+
+PG_FUNCTION_INFO_V1(import_model);
+Datum
+import_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Size		config_len,
+				st_len,
+				src_len,
+				tgt_len,
+				vocab_len;
+	char	   *config,
+			   *st,
+			   *src,
+			   *tgt,
+			   *vocab;
+
+	CheckModelName(name);
+	CheckServerFileAccess("load_model()");
+	config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
+	st = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
+	src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
+	tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
+	vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
+
+	PG_RETURN_INT64(StoreModel(name, config, config_len, st, st_len, src, src_len,
+							   tgt, tgt_len, vocab, vocab_len));
+}
+
+PG_FUNCTION_INFO_V1(load_model);
+Datum
+load_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bytea	   *config = PG_GETARG_BYTEA_PP(1);
+	bytea	   *st = PG_GETARG_BYTEA_PP(2);
+	bytea	   *src = PG_GETARG_BYTEA_PP(3);
+	bytea	   *tgt = PG_GETARG_BYTEA_PP(4);
+	bytea	   *vocab = PG_GETARG_BYTEA_PP(5);
+
+	PG_RETURN_INT64(StoreModel(name, VARDATA_ANY(config), VARSIZE_ANY_EXHDR(config),
+							   VARDATA_ANY(st), VARSIZE_ANY_EXHDR(st),
+							   VARDATA_ANY(src), VARSIZE_ANY_EXHDR(src),
+							   VARDATA_ANY(tgt), VARSIZE_ANY_EXHDR(tgt),
+							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab)));
+}
+
+static void
+WriteFile(const char *dir, const char *file, const char *data, Size len, bool append)
+{
+	char	   *path = psprintf("%s/%s", dir, file);
+	FILE	   *f = AllocateFile(path, append ? PG_BINARY_A : PG_BINARY_W);
+
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\" for writing: %m", path)));
+	if (len > 0 && fwrite(data, 1, len, f) != len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", path)));
+	if (FreeFile(f) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", path)));
+}
+
+static bytea *
+spi_bytea(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? NULL : DatumGetByteaPP(d);
+}
+
+PG_FUNCTION_INFO_V1(export_model);
+Datum
+export_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	bytea	   *b;
+	int			n;
+
+	if (!superuser() && !has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to write server files"),
+				 errdetail("Only superusers and roles with the privileges of pg_write_server_files may write files on the server.")));
+	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", dir)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model "
+								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
+								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ExtensionTableName("transformer_models"),
+								   ExtensionTableName("transformer_tokenizers"),
+								   ExtensionTableName("transformer_tokenizers")),
+						  1, types, args, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	b = spi_bytea(0, 1);
+	WriteFile(dir, "config.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 2);
+	WriteFile(dir, "vocab.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 4);
+	WriteFile(dir, "source.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 5);
+	WriteFile(dir, "target.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 3);
+	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+
+	/* the tensors' bytes in file order, where the header put them */
+	SPI_execute_with_args(psprintf("SELECT data FROM %s WHERE model = $1 ORDER BY data_offset",
+								   ExtensionTableName("transformer_tensors")),
+						  1, types, args, NULL, true, 0);
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		b = spi_bytea(i, 1);
+		WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), true);
+	}
+	SPI_finish();
+	PG_RETURN_INT32(n);
+}
+
+PG_FUNCTION_INFO_V1(drop_model);
+Datum
+drop_model(PG_FUNCTION_ARGS)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {PG_GETARG_DATUM(0)};
+	bool		found;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name = $1 RETURNING source_tokenizer, target_tokenizer",
+								   ExtensionTableName("transformer_models")),
+						  1, types, args, NULL, false, 0);
+	found = SPI_processed > 0;
+	SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name IN ($1 || '/source', $1 || '/target')",
+								   ExtensionTableName("transformer_tokenizers")),
+						  1, types, args, NULL, false, 0);
+	SPI_finish();
+	PG_RETURN_BOOL(found);
+}
+
+/* ---------------------------------------------------------- inference */
+
+/* Source ids of input as Marian's tokenizer makes them: pieces, then EOS. */
+static int *
+SourceIds(CachedModel *cm, const char *model, text *input, int *n)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	const TfConfig *c = &cm->model.cfg;
+	SpmEncoding enc;
+	int		   *ids;
+
+	EncodeText(tok, input, &enc);
+	if (enc.ntokens == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("input text is empty"),
+				 errdetail("It has no tokens once whitespace is normalized."),
+				 errhint("Leave out empty rows, e.g. WHERE btrim(body) <> ''.")));
+	if (enc.ntokens + 1 > c->max_pos)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("input text is too long for model \"%s\"", model),
+				 errdetail("It has %d tokens with the end-of-sentence token; the model has %d positions.",
+						   enc.ntokens + 1, c->max_pos),
+				 errhint("Split the text into sentences.")));
+	ids = palloc(sizeof(int) * (enc.ntokens + 1));
+	for (int i = 0; i < enc.ntokens; i++)
+	{
+		ids[i] = TokenModelId(tok, &enc.tokens[i]);
+		if (ids[i] >= c->vocab)
+			elog(ERROR, "token id %d is outside the vocabulary of model \"%s\"", ids[i], model);
+	}
+	ids[enc.ntokens] = c->eos_id;
+	*n = enc.ntokens + 1;
+	return ids;
+}
+
+PG_FUNCTION_INFO_V1(embed);
+Datum
+embed(PG_FUNCTION_ARGS)
+{
+	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	CachedModel *cm = GetModel(model);
+	int			n;
+	int		   *ids = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
+
+	tf_embed(&cm->model, n, ids, (float *) ARR_DATA_PTR(result));
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+PG_FUNCTION_INFO_V1(encode);
+Datum
+encode(PG_FUNCTION_ARGS)
+{
+	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	CachedModel *cm = GetModel(model);
+	int			n;
+	int		   *ids = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+
+	tf_encode(&cm->model, n, ids, (float *) ARR_DATA_PTR(result), &a);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+static void
+check_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* The target ids for one text; options NULL-able as in the SQL signature. */
+static int
+GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
+			bool max_null, int32 max_length, int **out)
+{
+	const TfConfig *c = &cm->model.cfg;
+	int			n;
+	int		   *src = SourceIds(cm, model, input, &n);
+	TfDecodeOptions opt;
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+
+	opt.beam_size = beam_null ? c->num_beams : beam;
+	opt.length_penalty = c->length_penalty;
+	opt.max_length = max_null ? Min(2 * n + 10, c->max_pos) : max_length;
+	if (opt.beam_size < 1 || opt.beam_size > 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("beam_size must be between 1 and 64"),
+				 errdetail("It is %d.", opt.beam_size)));
+	if (opt.max_length < 1 || opt.max_length > c->max_pos)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length must be between 1 and %d, the positions of model \"%s\"",
+						c->max_pos, model),
+				 errdetail("It is %d.", opt.max_length)));
+
+	return tf_translate(&cm->model, n, src, &opt, out, &a, check_interrupts);
+}
+
+/* Translate one text: generate, then decode with the target tokenizer. */
+static text *
+TranslateOne(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
+			 bool max_null, int32 max_length)
+{
+	int		   *out;
+	int			nout = GenerateIds(cm, model, input, beam_null, beam, max_null, max_length, &out);
+	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
+	Size		len;
+	char	   *s = DecodeIds(tgt, cm->target_tokenizer, nout, out, &len);
+
+	return FromUtf8(s, len);
+}
+
+static char *
+ModelArg(FunctionCallInfo fcinfo, int arg)
+{
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("model must not be null")));
+	return text_to_cstring(PG_GETARG_TEXT_PP(arg));
+}
+
+PG_FUNCTION_INFO_V1(translate_text);
+Datum
+translate_text(PG_FUNCTION_ARGS)
+{
+	char	   *model;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	model = ModelArg(fcinfo, 1);
+	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0),
+								  PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+								  PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)));
+}
+
+PG_FUNCTION_INFO_V1(generate);
+Datum
+generate(PG_FUNCTION_ARGS)
+{
+	char	   *model;
+	int		   *out;
+	int			n;
+	Datum	   *d;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	model = ModelArg(fcinfo, 1);
+	n = GenerateIds(GetModel(model), model, PG_GETARG_TEXT_PP(0),
+					PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+					PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), &out);
+	d = palloc(sizeof(Datum) * (n + 1));
+	for (int i = 0; i < n; i++)
+		d[i] = Int32GetDatum(out[i]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+PG_FUNCTION_INFO_V1(translate_default);
+Datum
+translate_default(PG_FUNCTION_ARGS)
+{
+	char	   *model = transformer_default_model;
+
+	if (model == NULL || model[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no model to translate with"),
+				 errhint("Set transformer.default_model, or call translate(input, model).")));
+	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0),
+								  true, 0, true, 0));
+}
+
+PG_FUNCTION_INFO_V1(translate_batch);
+Datum
+translate_batch(PG_FUNCTION_ARGS)
+{
+	ArrayType  *inputs;
+	char	   *model;
+	CachedModel *cm;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	Datum	   *outs;
+	int			dims[1];
+	int			lbs[1] = {1};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	inputs = PG_GETARG_ARRAYTYPE_P(0);
+	model = ModelArg(fcinfo, 1);
+	cm = GetModel(model);
+	if (ARR_NDIM(inputs) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("inputs must be a 1-D array")));
+	deconstruct_array(inputs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	outs = palloc(sizeof(Datum) * (n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		/* the same path as the one-row form: identical outputs */
+		if (!nulls[i])
+			outs[i] = PointerGetDatum(TranslateOne(cm, model, DatumGetTextPP(elems[i]),
+												   PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+												   PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)));
+	}
+	dims[0] = n;
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(outs, nulls, n > 0 ? 1 : 0, dims, lbs,
+											 TEXTOID, -1, false, TYPALIGN_INT));
+}
