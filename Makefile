@@ -25,7 +25,7 @@ OBJS = \
 DATA = sql/transformer--0.1.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
-REGRESS = attention aggregates errors parity tokenizer
+REGRESS = attention aggregates errors parity tokenizer model
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc
@@ -86,3 +86,9 @@ fuzz-spm: test/fuzz/fuzz_spm_model
 	  -timeout=10 test/fuzz/corpus-run test/fuzz/seeds
 
 .PHONY: fuzz-spm
+
+# Mutation-fuzz the safetensors/config readers inside a server (PGHOST etc.)
+fuzz-safetensors:
+	psql -X -v seconds=$(FUZZ_SECONDS) -f test/fuzz/fuzz_safetensors.sql
+
+.PHONY: fuzz-safetensors

@@ -248,7 +248,7 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("model lacks the tensor \"%s\"", name),
-					 errdetail("The configuration requires one of shape %s.", shape_string(wdim, want))));
+					 errdetail("The configuration requires it, with the shape %s.", shape_string(wdim, want))));
 		return NULL;
 	}
 	ok = (t->ndim == wdim && t->shape[0] == d0 && (wdim == 1 || t->shape[1] == d1)) ||
