@@ -36,6 +36,19 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# Bundled models, installed for import_model(name)
+BUNDLED_MODELS = multi30k_de_en
+MODEL_FILES = config.json model.safetensors source.spm target.spm vocab.json
+install: install-models
+install-models:
+	for m in $(BUNDLED_MODELS); do \
+	  $(MKDIR_P) '$(DESTDIR)$(datadir)/extension/transformer_models/'$$m && \
+	  for f in $(MODEL_FILES); do \
+	    $(INSTALL_DATA) models/$$m/$$f '$(DESTDIR)$(datadir)/extension/transformer_models/'$$m/ || exit 1; \
+	  done; \
+	done
+.PHONY: install-models
+
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/tensor_ops.c src/attention.c src/online_softmax.c

@@ -283,3 +283,11 @@ LANGUAGE C STABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION generate(text, text, integer, integer) IS
 'the target token ids translate() decodes (end-of-sentence excluded), for inspection';
+
+CREATE FUNCTION import_model(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'import_bundled_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_model(text) IS
+'stores a model bundled with the extension (multi30k_de_en: German to English), from the extension''s installation directory; returns the number of parameters';

@@ -11,6 +11,8 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -430,6 +432,26 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 
 /* -------------------------------------------------------------- cache */
 
+/*
+ * Rows read in a (sub)transaction that aborts may be gone: an abort empties
+ * the cache too (the relcache invalidations of an aborted change are not
+ * sent).
+ */
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		cache_stale = true;
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		cache_stale = true;
+}
+
 static void
 invalidate_callback(Datum arg, Oid relid)
 {
@@ -441,6 +463,8 @@ void
 InitModelCache(void)
 {
 	CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
 }
 
 static void
@@ -448,8 +472,13 @@ reset_cache(void)
 {
 	HASHCTL		ctl;
 
+	/*
+	 * Pointers into the old cache may still be held by the running call:
+	 * the old context goes to the current (sub)transaction, which frees it
+	 * when it ends.
+	 */
 	if (cache_cxt != NULL)
-		MemoryContextSetParent(cache_cxt, TopTransactionContext);
+		MemoryContextSetParent(cache_cxt, CurTransactionContext);
 	cache_cxt = AllocSetContextCreate(CacheMemoryContext, "transformer models",
 									  ALLOCSET_DEFAULT_SIZES);
 	ctl.keysize = NAMEDATALEN;

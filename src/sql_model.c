@@ -359,6 +359,55 @@ import_model(PG_FUNCTION_ARGS)
 							   tgt, tgt_len, vocab, vocab_len));
 }
 
+/*
+ * import_model(name): a model bundled with the extension, installed by
+ * make install under <sharedir>/extension/transformer_models/<name>.  The
+ * path is fixed, so no server file privilege is needed.
+ */
+PG_FUNCTION_INFO_V1(import_bundled_model);
+Datum
+import_bundled_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char		share[MAXPGPATH];
+	char	   *dir;
+	struct stat st;
+	Size		config_len,
+				st_len,
+				src_len,
+				tgt_len,
+				vocab_len;
+	char	   *config,
+			   *weights,
+			   *src,
+			   *tgt,
+			   *vocab;
+
+	CheckModelName(name);
+	for (const char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("no bundled model \"%s\"", name),
+					 errdetail("Bundled models have names of lower-case letters, digits and underscores.")));
+	get_share_path(my_exec_path, share);
+	dir = psprintf("%s/extension/transformer_models/%s", share, name);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no bundled model \"%s\"", name),
+				 errdetail("There is no directory \"%s\".", dir),
+				 errhint("The extension bundles multi30k_de_en; import other models with import_model(name, dir).")));
+
+	config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
+	weights = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
+	src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
+	tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
+	vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
+	PG_RETURN_INT64(StoreModel(name, config, config_len, weights, st_len, src, src_len,
+							   tgt, tgt_len, vocab, vocab_len));
+}
+
 PG_FUNCTION_INFO_V1(load_model);
 Datum
 load_model(PG_FUNCTION_ARGS)

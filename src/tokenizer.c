@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
@@ -99,6 +101,26 @@ ExtensionTableName(const char *relname)
 	return quote_qualified_identifier(get_namespace_name(nsp), relname);
 }
 
+/*
+ * Rows read in a (sub)transaction that aborts may be gone: an abort empties
+ * the cache too (the relcache invalidations of an aborted change are not
+ * sent).
+ */
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		cache_stale = true;
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		cache_stale = true;
+}
+
 static void
 invalidate_callback(Datum arg, Oid relid)
 {
@@ -110,6 +132,8 @@ void
 InitTokenizerCache(void)
 {
 	CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
 }
 
 PG_FUNCTION_INFO_V1(transformer_invalidate_cache);
@@ -130,8 +154,13 @@ reset_cache(void)
 {
 	HASHCTL		ctl;
 
+	/*
+	 * Pointers into the old cache may still be held by the running call:
+	 * the old context goes to the current (sub)transaction, which frees it
+	 * when it ends.
+	 */
 	if (cache_cxt != NULL)
-		MemoryContextSetParent(cache_cxt, TopTransactionContext);
+		MemoryContextSetParent(cache_cxt, CurTransactionContext);
 	cache_cxt = AllocSetContextCreate(CacheMemoryContext, "transformer tokenizers",
 									  ALLOCSET_DEFAULT_SIZES);
 	ctl.keysize = NAMEDATALEN;

@@ -15,3 +15,15 @@ INSERT INTO memory VALUES
   ('trains', '{0,0,4}', '{0,0,1}');
 SELECT attend('{1,0.8,0}', k, v) AS mostly_cats_and_dogs FROM memory;
 SELECT softmax_weighted_sum(score, v) FROM (VALUES (2.0::float8, '{1,1}'::real[]), (0.0, '{0,4}')) t(score, v);
+
+\echo 'German to English with the bundled model (trained on Multi30k)'
+SELECT import_model('multi30k_de_en') AS parameters;
+SET transformer.default_model = 'multi30k_de_en';
+CREATE TEMP TABLE docs (body text);
+INSERT INTO docs VALUES
+  ('Ein Mann fährt mit dem Fahrrad durch die Stadt.'),
+  ('Zwei Kinder spielen im Sand am Strand.'),
+  ('Eine Frau mit einem roten Hut liest ein Buch.'),
+  ('Ein Hund rennt über eine grüne Wiese.'),
+  ('Mehrere Menschen stehen vor einem Gebäude und warten.');
+SELECT body, translate(body) FROM docs;

@@ -32,19 +32,24 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions WHERE comment I
   'every function has a COMMENT');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
-                                 'tokenize', 'tokens', 'detokenize')
+                                 'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
+                                 'drop_model', 'embed', 'encode', 'translate', 'generate')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
-           WHERE proname IN ('tokenize', 'tokens', 'detokenize') AND (provolatile <> 's' OR proparallel <> 's')), NULL,
-  'functions reading tokenizers are STABLE and PARALLEL SAFE');
+           WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encode', 'translate', 'generate')
+             AND (provolatile <> 's' OR proparallel <> 's')), NULL,
+  'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
-           WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
-  'functions writing tokenizers are VOLATILE and PARALLEL UNSAFE');
+           WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
+                             'export_model', 'drop_model') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
+  'functions writing tokenizers and models (or files) are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
-             AND proname NOT IN ('import_tokenizer', 'load_tokenizer', 'transformer_invalidate_cache')), NULL,
-  'plain functions are STRICT, but for the loaders (NULL vocabulary allowed) and the trigger');
+             AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
+                             'translate(text,text,integer,integer)', 'translate(text[],text,integer,integer)',
+                             'generate(text,text,integer,integer)')), NULL,
+  'plain functions are STRICT, but where NULL means a default (vocabulary, beam_size, max_length) and the trigger');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Translate a Multi30k test set through SQL translate() and score it.
+
+  pg_virtualenv /usr/bin/python3 tools/evaluate.py [--split test_2016_flickr] [--beam 4]
+
+- loads the bundled model (SELECT import_model('multi30k_de_en')) unless it
+  is there, puts the German test sentences in a table and runs
+  SELECT translate(body, 'multi30k_de_en', beam) over it;
+- corpus BLEU with sacreBLEU's 13a tokenization (tools/bleu.py), cross-
+  checked with NLTK's corpus_bleu on the same tokenized text;
+- with --parity, the same weights decoded by PyTorch (tools/marian_torch.py,
+  same beam settings): how many outputs are identical.
+"""
+import argparse
+import gzip
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bleu import corpus_bleu, tokenize_13a  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "multi30k")
+MODEL = "multi30k_de_en"
+
+
+def read(split, lang):
+    with gzip.open(os.path.join(DATA, "%s.%s.gz" % (split, lang)), "rt", encoding="utf-8") as f:
+        return f.read().split("\n")[:-1]
+
+
+def psql(sql):
+    return subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"], input=sql,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def sql_translate(split, beam):
+    out = psql("""
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS transformer;
+SELECT import_model('%(m)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(m)s');
+CREATE TEMP TABLE docs (n serial, body text);
+\\copy docs(body) FROM PROGRAM 'zcat %(path)s' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02', NULL E'\\x03')
+\\pset recordsep '\\x1e'
+SELECT translate(body, '%(m)s', %(beam)d) FROM docs ORDER BY n;
+""" % dict(m=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam))
+    return out.rstrip("\n").split("\x1e")
+
+
+def torch_translate(lines, beam):
+    import sentencepiece as spm
+    import torch
+    import marian_torch as mt
+    import json
+    torch.set_num_threads(1)
+    d = os.path.join(ROOT, "models", MODEL)
+    model = mt.load_marian(d)
+    sp_src = spm.SentencePieceProcessor(model_file=os.path.join(d, "source.spm"))
+    sp_tgt = spm.SentencePieceProcessor(model_file=os.path.join(d, "target.spm"))
+    with open(os.path.join(d, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    inv = {i: p for p, i in vocab.items()}
+    out = []
+    for s in lines:
+        src = [vocab.get(p, vocab["<unk>"]) for p in sp_src.encode(s, out_type=str)] + [model.cfg["eos_token_id"]]
+        ids = mt.greedy(model, src) if beam == 1 else \
+            mt.beam_search(model, src, beam, model.cfg.get("length_penalty", 1.0))
+        out.append(sp_tgt.decode_pieces([inv[i] for i in ids]))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", default="test_2016_flickr")
+    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--parity", action="store_true", help="also decode with PyTorch and compare")
+    ap.add_argument("--show", type=int, default=0, help="print the first N translations")
+    args = ap.parse_args()
+
+    refs = read(args.split, "en")
+    t0 = time.time()
+    hyps = sql_translate(args.split, args.beam)
+    elapsed = time.time() - t0
+    assert len(hyps) == len(refs), (len(hyps), len(refs))
+
+    from nltk.translate.bleu_score import corpus_bleu as nltk_bleu
+    ours = corpus_bleu(hyps, [refs])
+    nltk = 100 * nltk_bleu([[tokenize_13a(r).split()] for r in refs], [tokenize_13a(h).split() for h in hyps])
+    print("%s, beam %d, %d sentences through SQL in %.0f s: BLEU %.2f (13a; NLTK on the same tokens: %.2f)"
+          % (args.split, args.beam, len(hyps), elapsed, ours, nltk))
+    for de, h, r in list(zip(read(args.split, "de"), hyps, refs))[:args.show]:
+        print("  de: %s\n  ->  %s\n  en: %s" % (de, h, r))
+    if args.parity:
+        ref_out = torch_translate(read(args.split, "de"), args.beam)
+        same = sum(a == b for a, b in zip(hyps, ref_out))
+        print("  identical to PyTorch's decoding of the same weights: %d of %d (%.1f%%)"
+              % (same, len(hyps), 100.0 * same / len(hyps)))
+        for i, (a, b) in enumerate(zip(hyps, ref_out)):
+            if a != b:
+                print("  differs #%d:\n    sql:   %s\n    torch: %s" % (i + 1, a, b))
+
+
+if __name__ == "__main__":
+    main()
