@@ -16,7 +16,9 @@ Model: a Transformer in the Marian layout (tools/marian_torch.py): d_model
 sinusoidal positions, embeddings scaled by sqrt(d_model) and shared between
 encoder, decoder and output.  Training as in the paper: label smoothing 0.1,
 Adam (0.9, 0.98, 1e-9) with the warmup-then-inverse-sqrt schedule, dropout
-0.1, batches of about 6000 target tokens.  Seeded; one thread per core.
+0.1, batches of about 6000 target tokens.  Matrix products run in bfloat16
+(torch.autocast; about 3x faster on CPUs with AMX/AVX-512 BF16), master
+weights and the optimizer stay fp32.  Seeded; one thread per core.
 
 Output, in the directory --out, as Hugging Face publishes OPUS-MT models:
 config.json, model.safetensors (fp16), source.spm, target.spm (the same
@@ -98,12 +100,13 @@ def pad_to(seqs, pad):
     return torch.tensor([s + [pad] * (n - len(s)) for s in seqs])
 
 
-def evaluate_bleu(model, sp, src_lines, ref_lines, eos):
+def evaluate_bleu(model, sp, src_lines, ref_lines, eos, bf16):
     hyps = []
     model.eval()
-    for s in src_lines:
-        ids = mt.greedy(model, sp.encode(s) + [eos])
-        hyps.append(sp.decode(ids))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for s in src_lines:
+            ids = mt.greedy(model, sp.encode(s) + [eos])
+            hyps.append(sp.decode(ids))
     model.train()
     return corpus_bleu(hyps, [ref_lines])
 
@@ -118,6 +121,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--lr-factor", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--bf16", type=int, default=1, help="bfloat16 autocast for the products")
     args = ap.parse_args()
 
     random.seed(SEED)
@@ -166,8 +170,9 @@ def main():
             src = pad_to([train[i][0] for i in b], pad)
             tgt = pad_to([train[i][1] for i in b], pad)
             tgt_in = torch.cat([torch.full((len(b), 1), pad), tgt[:, :-1]], dim=1)
-            logits = model(src, tgt_in)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
+                logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt.reshape(-1),
                                    ignore_index=pad, label_smoothing=0.1)
             opt.zero_grad()
             loss.backward()
@@ -178,6 +183,8 @@ def main():
             ntok = int(tgt.ne(pad).sum())
             total += float(loss) * ntok
             count += ntok
+            if step % 50 == 0:
+                say("# step %d, loss %.3f, %.1f minutes" % (step, total / count, (time.time() - t_start) / 60))
         model.eval()
         with torch.no_grad():
             vl, vc = 0.0, 0
@@ -185,11 +192,12 @@ def main():
                 src = pad_to([val[i][0] for i in b], pad)
                 tgt = pad_to([val[i][1] for i in b], pad)
                 tgt_in = torch.cat([torch.full((len(b), 1), pad), tgt[:, :-1]], dim=1)
-                logits = model(src, tgt_in)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
+                    logits = model(src, tgt_in).float()
                 vl += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
                                             ignore_index=pad, reduction="sum"))
                 vc += int(tgt.ne(pad).sum())
-        bleu = evaluate_bleu(model, sp, val_de, val_en, eos)
+        bleu = evaluate_bleu(model, sp, val_de, val_en, eos, bool(args.bf16))
         minutes = (time.time() - t_start) / 60
         say(epoch, step, "%.4f" % (total / count), "%.4f" % (vl / vc), "%.2f" % bleu, "%.1f" % minutes)
         if bleu > best:

@@ -9,7 +9,7 @@ SQL, one tokenize() call per table row.  Medians of REPS runs, as
 sentences per second.  The results are checked to be identical.
 
 Needs a running server (PGHOST etc., e.g. under pg_virtualenv) with the
-extension installed, and ../shared/data.  Usage: bench/tokenize.py [REPS]
+extension installed, and ../shared/data.  Usage: bench/tokenizer_speed.py [REPS]
 """
 import gzip
 import os
