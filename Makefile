@@ -16,6 +16,7 @@ OBJS = \
 	src/spm_encode.o \
 	src/spm_decode.o \
 	src/server_files.o \
+	src/backend_cache.o \
 	src/tokenizer.o \
 	src/sql_tokenizer.o \
 	src/model.o \

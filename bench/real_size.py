@@ -89,7 +89,7 @@ SELECT encode('a', 'base_random') IS NOT NULL;
             for s in SENTENCES:
                 script.append("SELECT length(translate('%s', 'base_random', %d, 32));" % (s.replace("'", "''"), beam))
     script.append("\\timing off")
-    script.append("SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name IN ('transformer models', 'transformer model');")
+    script.append("SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'transformer cache entry' AND ident = 'base_random';")
     proc = subprocess.Popen(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate("\n".join(script) + "\nSELECT pg_sleep(0);\n")

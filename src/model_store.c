@@ -1,17 +1,12 @@
 /*
  * model_store.c
  *		Model configuration and weights: config.json into a TfConfig, stored
- *		tensors into fp32 weights, and the per-backend cache of models.
- *
- * The cache works as the tokenizers' (tokenizer.c): loaded once with SPI,
- * kept in its own memory context under CacheMemoryContext, and dropped
- * when a statement trigger on transformer_models or transformer_tensors
- * sends a relcache invalidation.  The per-call cost is a flag test and a
- * hash probe.
+ *		tensors into fp32 weights, and the per-backend cache of models
+ *		(backend_cache.c; changes to transformer_models or
+ *		transformer_tensors drop it).
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 
 #include <math.h>
 
@@ -19,8 +14,6 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -33,11 +26,14 @@
 #define MAX_POSITIONS 65536
 #define MAX_WEIGHT_BYTES ((Size) 16 * 1024 * 1024 * 1024)
 
-static HTAB *models = NULL;
-static MemoryContext cache_cxt = NULL;
-static bool cache_stale = false;
-static Oid	models_oid = InvalidOid;
-static Oid	tensors_oid = InvalidOid;
+static void load_model(void *entry, const char *name);
+
+static BackendCache model_cache = {
+	.name = "transformer models",
+	.tables = {"transformer_models", "transformer_tensors"},
+	.entrysize = sizeof(CachedModel),
+	.load = load_model,
+};
 
 /* ------------------------------------------------------------- config */
 
@@ -432,62 +428,10 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 
 /* -------------------------------------------------------------- cache */
 
-/*
- * Rows read in a (sub)transaction that aborts may be gone: an abort empties
- * the cache too (the relcache invalidations of an aborted change are not
- * sent).
- */
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-		cache_stale = true;
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		cache_stale = true;
-}
-
-static void
-invalidate_callback(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == models_oid || relid == tensors_oid)
-		cache_stale = true;
-}
-
 void
 InitModelCache(void)
 {
-	CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
-}
-
-static void
-reset_cache(void)
-{
-	HASHCTL		ctl;
-
-	/*
-	 * Pointers into the old cache may still be held by the running call:
-	 * the old context goes to the current (sub)transaction, which frees it
-	 * when it ends.
-	 */
-	if (cache_cxt != NULL)
-		MemoryContextSetParent(cache_cxt, CurTransactionContext);
-	cache_cxt = AllocSetContextCreate(CacheMemoryContext, "transformer models",
-									  ALLOCSET_DEFAULT_SIZES);
-	ctl.keysize = NAMEDATALEN;
-	ctl.entrysize = sizeof(CachedModel);
-	ctl.hcxt = cache_cxt;
-	models = hash_create("transformer models", 8, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	models_oid = ExtensionTableOid("transformer_models");
-	tensors_oid = ExtensionTableOid("transformer_tensors");
-	cache_stale = false;
+	BackendCacheInit(&model_cache);
 }
 
 /* A stored tensor row: name, shape int8[], dtype, data. */
@@ -513,8 +457,9 @@ read_tensor(HeapTuple tup, TupleDesc desc, StoredTensor *t)
 }
 
 static void
-load_model(CachedModel *entry, const char *name)
+load_model(void *e, const char *name)
 {
+	CachedModel *entry = (CachedModel *) e;
 	char	   *query;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
@@ -561,32 +506,9 @@ load_model(CachedModel *entry, const char *name)
 CachedModel *
 GetModel(const char *name)
 {
-	CachedModel *entry;
-	bool		found;
-
 	if (strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name)));
-	if (models == NULL || cache_stale)
-		reset_cache();
-
-	entry = hash_search(models, name, HASH_FIND, &found);
-	if (found)
-		return entry;
-
-	entry = hash_search(models, name, HASH_ENTER, &found);
-	entry->cxt = AllocSetContextCreate(cache_cxt, "transformer model", ALLOCSET_DEFAULT_SIZES);
-	PG_TRY();
-	{
-		load_model(entry, name);
-	}
-	PG_CATCH();
-	{
-		MemoryContextDelete(entry->cxt);
-		hash_search(models, name, HASH_REMOVE, NULL);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return entry;
+	return (CachedModel *) BackendCacheGet(&model_cache, name);
 }

@@ -26,8 +26,8 @@ typedef struct StoredTensor
 
 typedef struct CachedModel
 {
-	char		name[NAMEDATALEN];	/* hash key */
-	MemoryContext cxt;
+	char		name[NAMEDATALEN];	/* hash key (CacheEntryHeader) */
+	MemoryContext cxt;			/* the weights live here */
 	TfModel		model;
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];

@@ -330,33 +330,34 @@ ReadModelFile(const char *dir, const char *file, Size max, Size *len)
 	return ReadServerFile(psprintf("%s/%s", dir, file), max, len);
 }
 
-PG_FUNCTION_INFO_V1(import_model);
-Datum
-import_model(PG_FUNCTION_ARGS)
+/* Read a model directory's five files and store them. */
+static int64
+ImportDirectory(const char *name, const char *dir)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	Size		config_len,
 				st_len,
 				src_len,
 				tgt_len,
 				vocab_len;
-	char	   *config,
-			   *st,
-			   *src,
-			   *tgt,
-			   *vocab;
+	char	   *config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
+	char	   *st = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
+	char	   *src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
+	char	   *tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
+	char	   *vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
+
+	return StoreModel(name, config, config_len, st, st_len, src, src_len,
+					  tgt, tgt_len, vocab, vocab_len);
+}
+
+PG_FUNCTION_INFO_V1(import_model);
+Datum
+import_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	CheckModelName(name);
 	CheckServerFileAccess("load_model()");
-	config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
-	st = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
-	src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
-	tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
-	vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
-
-	PG_RETURN_INT64(StoreModel(name, config, config_len, st, st_len, src, src_len,
-							   tgt, tgt_len, vocab, vocab_len));
+	PG_RETURN_INT64(ImportDirectory(name, text_to_cstring(PG_GETARG_TEXT_PP(1))));
 }
 
 /*
@@ -372,16 +373,6 @@ import_bundled_model(PG_FUNCTION_ARGS)
 	char		share[MAXPGPATH];
 	char	   *dir;
 	struct stat st;
-	Size		config_len,
-				st_len,
-				src_len,
-				tgt_len,
-				vocab_len;
-	char	   *config,
-			   *weights,
-			   *src,
-			   *tgt,
-			   *vocab;
 
 	CheckModelName(name);
 	for (const char *c = name; *c; c++)
@@ -399,13 +390,7 @@ import_bundled_model(PG_FUNCTION_ARGS)
 				 errdetail("There is no directory \"%s\".", dir),
 				 errhint("The extension bundles multi30k_de_en; import other models with import_model(name, dir).")));
 
-	config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
-	weights = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
-	src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
-	tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
-	vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
-	PG_RETURN_INT64(StoreModel(name, config, config_len, weights, st_len, src, src_len,
-							   tgt, tgt_len, vocab, vocab_len));
+	PG_RETURN_INT64(ImportDirectory(name, dir));
 }
 
 PG_FUNCTION_INFO_V1(load_model);

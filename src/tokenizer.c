@@ -1,47 +1,31 @@
 /*
  * tokenizer.c
- *		The per-backend cache of tokenizers.
- *
- * A tokenizer is read from transformer_tokenizers with SPI the first time a
- * backend uses it, parsed once, and kept in its own memory context under
- * CacheMemoryContext.  A statement trigger on the table sends a relcache
- * invalidation for it on any change; every backend's callback then marks
- * the cache stale, and the next lookup starts afresh.  The old contexts are
- * handed to the current transaction, so pointers taken earlier in it stay
- * valid until it ends.  The per-call cost is a flag test and a hash probe.
+ *		Tokenizers from transformer_tokenizers: building them (model file
+ *		and Marian vocabulary) and the per-backend cache (backend_cache.c).
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/stratnum.h"
-#include "access/table.h"
-#include "catalog/indexing.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_extension.h"
-#include "commands/extension.h"
-#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
-#include "utils/hsearch.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
+#include "backend_cache.h"
 #include "tokenizer.h"
 
 /* Model ids above this are refused: real vocabularies have ~10^5. */
 #define MAX_VOCAB_ID 10000000
 
-static HTAB *tokenizers = NULL;
-static MemoryContext cache_cxt = NULL;
-static bool cache_stale = false;
-static Oid	table_oid = InvalidOid;
+static void load_tokenizer(void *entry, const char *name);
+
+static BackendCache tokenizer_cache = {
+	.name = "transformer tokenizers",
+	.tables = {"transformer_tokenizers", NULL},
+	.entrysize = sizeof(Tokenizer),
+	.load = load_tokenizer,
+};
 
 static void *
 pg_alloc(void *ctx, size_t size)
@@ -57,119 +41,10 @@ PgAllocator(MemoryContext cxt)
 	return a;
 }
 
-/* The schema the extension was installed in (not exported before PG 16). */
-static Oid
-extension_schema(void)
-{
-	Oid			ext = get_extension_oid("transformer", false);
-	Oid			nsp = InvalidOid;
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ext));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	if (!OidIsValid(nsp))
-		elog(ERROR, "extension transformer has no schema");
-	return nsp;
-}
-
-Oid
-ExtensionTableOid(const char *relname)
-{
-	Oid			nsp = extension_schema();
-	Oid			rel = get_relname_relid(relname, nsp);
-
-	if (!OidIsValid(rel))
-		elog(ERROR, "table %s of extension transformer is missing", relname);
-	return rel;
-}
-
-char *
-ExtensionTableName(const char *relname)
-{
-	Oid			nsp = extension_schema();
-
-	return quote_qualified_identifier(get_namespace_name(nsp), relname);
-}
-
-/*
- * Rows read in a (sub)transaction that aborts may be gone: an abort empties
- * the cache too (the relcache invalidations of an aborted change are not
- * sent).
- */
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-		cache_stale = true;
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		cache_stale = true;
-}
-
-static void
-invalidate_callback(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == table_oid)
-		cache_stale = true;
-}
-
 void
 InitTokenizerCache(void)
 {
-	CacheRegisterRelcacheCallback(invalidate_callback, (Datum) 0);
-	RegisterXactCallback(xact_callback, NULL);
-	RegisterSubXactCallback(subxact_callback, NULL);
-}
-
-PG_FUNCTION_INFO_V1(transformer_invalidate_cache);
-Datum
-transformer_invalidate_cache(PG_FUNCTION_ARGS)
-{
-	TriggerData *td = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		elog(ERROR, "transformer_invalidate_cache: not called as a trigger");
-	/* reaches every backend at commit, and this one at the next command */
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
-	return PointerGetDatum(NULL);
-}
-
-static void
-reset_cache(void)
-{
-	HASHCTL		ctl;
-
-	/*
-	 * Pointers into the old cache may still be held by the running call:
-	 * the old context goes to the current (sub)transaction, which frees it
-	 * when it ends.
-	 */
-	if (cache_cxt != NULL)
-		MemoryContextSetParent(cache_cxt, CurTransactionContext);
-	cache_cxt = AllocSetContextCreate(CacheMemoryContext, "transformer tokenizers",
-									  ALLOCSET_DEFAULT_SIZES);
-	ctl.keysize = NAMEDATALEN;
-	ctl.entrysize = sizeof(Tokenizer);
-	ctl.hcxt = cache_cxt;
-	tokenizers = hash_create("transformer tokenizers", 8, &ctl,
-							 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	table_oid = ExtensionTableOid("transformer_tokenizers");
-	cache_stale = false;
+	BackendCacheInit(&tokenizer_cache);
 }
 
 /* A vocabulary value as a model id: a non-negative integer in range. */
@@ -313,10 +188,11 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 	return id >= 0 ? id : t->vocab_unk;
 }
 
-/* Read the row with SPI and build the tokenizer in entry->cxt. */
+/* Read the row with SPI and build the tokenizer in its context. */
 static void
-load_tokenizer(Tokenizer *entry, const char *name)
+load_tokenizer(void *e, const char *name)
 {
+	Tokenizer  *entry = (Tokenizer *) e;
 	char	   *query;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
@@ -355,36 +231,9 @@ load_tokenizer(Tokenizer *entry, const char *name)
 Tokenizer *
 GetTokenizer(const char *name)
 {
-	Tokenizer  *entry;
-	bool		found;
-
 	if (strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("tokenizer \"%s\" does not exist", name)));
-
-	if (tokenizers == NULL || cache_stale)
-		reset_cache();
-
-	entry = hash_search(tokenizers, name, HASH_FIND, &found);
-	if (found)
-		return entry;
-
-	entry = hash_search(tokenizers, name, HASH_ENTER, &found);
-	entry->cxt = AllocSetContextCreate(cache_cxt, "transformer tokenizer",
-									   ALLOCSET_DEFAULT_SIZES);
-	entry->model = NULL;
-	PG_TRY();
-	{
-		load_tokenizer(entry, name);
-	}
-	PG_CATCH();
-	{
-		/* leave no half-built entry behind */
-		MemoryContextDelete(entry->cxt);
-		hash_search(tokenizers, name, HASH_REMOVE, NULL);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return entry;
+	return (Tokenizer *) BackendCacheGet(&tokenizer_cache, name);
 }

@@ -9,11 +9,12 @@
 
 #include "utils/jsonb.h"
 
+#include "backend_cache.h"
 #include "spm.h"
 
 typedef struct Tokenizer
 {
-	char		name[NAMEDATALEN];	/* hash key */
+	char		name[NAMEDATALEN];	/* hash key (CacheEntryHeader) */
 	MemoryContext cxt;			/* everything below lives here */
 	SpmModel   *model;
 	bool		has_vocab;		/* ids are the vocabulary's, not SentencePiece's */
@@ -47,13 +48,7 @@ extern text *FromUtf8(const char *s, Size len);
 /* A palloc allocator for the core, in the given memory context. */
 extern SpmAlloc PgAllocator(MemoryContext cxt);
 
-/* Register the cache invalidation callback; from _PG_init. */
+/* Register the cache invalidation callbacks; from _PG_init. */
 extern void InitTokenizerCache(void);
-
-/* OID of a table of the extension, looked up by name in its schema. */
-extern Oid	ExtensionTableOid(const char *relname);
-
-/* Quoted schema-qualified name of a table of the extension, for SPI. */
-extern char *ExtensionTableName(const char *relname);
 
 #endif							/* TOKENIZER_H */

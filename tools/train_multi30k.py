@@ -16,7 +16,7 @@ Model: a Transformer in the Marian layout (tools/marian_torch.py): d_model
 sinusoidal positions, embeddings scaled by sqrt(d_model) and shared between
 encoder, decoder and output.  Training as in the paper: label smoothing 0.1,
 Adam (0.9, 0.98, 1e-9) with the warmup-then-inverse-sqrt schedule, dropout
-0.1, batches of about 6000 target tokens.  Matrix products run in bfloat16
+0.1, batches of about 3000 target tokens.  Matrix products run in bfloat16
 (torch.autocast; about 3x faster on CPUs with AMX/AVX-512 BF16), master
 weights and the optimizer stay fp32.  Seeded; one thread per core.
 
@@ -117,9 +117,9 @@ def main():
     ap.add_argument("--minutes", type=float, default=85.0, help="training time budget")
     ap.add_argument("--max-epochs", type=int, default=40)
     ap.add_argument("--vocab", type=int, default=8000)
-    ap.add_argument("--tokens", type=int, default=6000, help="target tokens per batch")
-    ap.add_argument("--warmup", type=int, default=1000)
-    ap.add_argument("--lr-factor", type=float, default=1.0)
+    ap.add_argument("--tokens", type=int, default=3000, help="target tokens per batch")
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--lr-factor", type=float, default=0.35)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--bf16", type=int, default=1, help="bfloat16 autocast for the products")
     args = ap.parse_args()
