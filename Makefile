@@ -79,6 +79,8 @@ test: unittest installcheck prove
 fixtures:
 	$(PYTHON) tools/gen_fixtures.py
 	$(PYTHON) tools/gen_tokenizer_fixtures.py
+	$(PYTHON) tools/gen_model_fixtures.py
+	$(PYTHON) tools/gen_bundled_fixtures.py
 
 bench: bench/bench_attention
 bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
