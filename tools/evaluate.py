@@ -40,7 +40,7 @@ def sql_translate(split, beam):
     out = psql("""
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
-SELECT import_model('%(m)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(m)s');
+SELECT import_model('%(m)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(m)s') \\g /dev/null
 CREATE TEMP TABLE docs (n serial, body text);
 \\copy docs(body) FROM PROGRAM 'zcat %(path)s' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02', NULL E'\\x03')
 \\pset recordsep '\\x1e'
