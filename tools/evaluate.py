@@ -50,25 +50,11 @@ SELECT translate(body, '%(m)s', %(beam)d) FROM docs ORDER BY n;
 
 
 def torch_translate(lines, beam):
-    import sentencepiece as spm
     import torch
     import marian_torch as mt
-    import json
     torch.set_num_threads(1)
-    d = os.path.join(ROOT, "models", MODEL)
-    model = mt.load_marian(d)
-    sp_src = spm.SentencePieceProcessor(model_file=os.path.join(d, "source.spm"))
-    sp_tgt = spm.SentencePieceProcessor(model_file=os.path.join(d, "target.spm"))
-    with open(os.path.join(d, "vocab.json"), encoding="utf-8") as f:
-        vocab = json.load(f)
-    inv = {i: p for p, i in vocab.items()}
-    out = []
-    for s in lines:
-        src = [vocab.get(p, vocab["<unk>"]) for p in sp_src.encode(s, out_type=str)] + [model.cfg["eos_token_id"]]
-        ids = mt.greedy(model, src) if beam == 1 else \
-            mt.beam_search(model, src, beam, model.cfg.get("length_penalty", 1.0))
-        out.append(sp_tgt.decode_pieces([inv[i] for i in ids]))
-    return out
+    t = mt.Translator(os.path.join(ROOT, "models", MODEL))
+    return [t.translate(s, beam) for s in lines]
 
 
 def main():

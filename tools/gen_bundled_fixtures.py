@@ -11,7 +11,6 @@ import json
 import os
 import sys
 
-import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,20 +34,10 @@ SENTENCES = [
 
 def main():
     torch.set_num_threads(1)
-    model = mt.load_marian(MODEL)
-    sp_src = spm.SentencePieceProcessor(model_file=os.path.join(MODEL, "source.spm"))
-    sp_tgt = spm.SentencePieceProcessor(model_file=os.path.join(MODEL, "target.spm"))
-    with open(os.path.join(MODEL, "vocab.json"), encoding="utf-8") as f:
-        vocab = json.load(f)
-    inv = {i: p for p, i in vocab.items()}
+    t = mt.Translator(MODEL)
     cases = []
     for s in SENTENCES:
-        src = [vocab.get(p, vocab["<unk>"]) for p in sp_src.encode(s, out_type=str)] + [model.cfg["eos_token_id"]]
-        greedy = mt.greedy(model, src)
-        beam = mt.beam_search(model, src, 4, model.cfg.get("length_penalty", 1.0))
-        cases.append({"de": s,
-                      "greedy": sp_tgt.decode_pieces([inv[i] for i in greedy]),
-                      "beam4": sp_tgt.decode_pieces([inv[i] for i in beam])})
+        cases.append({"de": s, "greedy": t.translate(s, 1), "beam4": t.translate(s, 4)})
         print("%s\n  greedy: %s\n  beam 4: %s" % (s, cases[-1]["greedy"], cases[-1]["beam4"]))
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(cases, f, ensure_ascii=False, indent=1)

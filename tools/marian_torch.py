@@ -270,6 +270,32 @@ def beam_search(model, src_ids, beam_size, length_penalty=1.0, max_length=None):
     return finished[best][1]
 
 
+class Translator:
+    """A model directory with its tokenizers, text in and text out, as SQL
+    translate() does it: source pieces through vocab.json (<unk> outside
+    it) plus EOS; generated ids decoded as pieces by the target model."""
+
+    def __init__(self, directory):
+        import sentencepiece as spm
+        self.model = load_marian(directory)
+        self.src = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
+        self.tgt = spm.SentencePieceProcessor(model_file=os.path.join(directory, "target.spm"))
+        with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
+            self.vocab = json.load(f)
+        self.inv = {i: p for p, i in self.vocab.items()}
+
+    def source_ids(self, text):
+        unk = self.vocab["<unk>"]
+        return [self.vocab.get(p, unk) for p in self.src.encode(text, out_type=str)] + \
+            [self.model.cfg["eos_token_id"]]
+
+    def translate(self, text, beam_size):
+        src = self.source_ids(text)
+        ids = greedy(self.model, src) if beam_size == 1 else \
+            beam_search(self.model, src, beam_size, self.model.cfg.get("length_penalty", 1.0))
+        return self.tgt.decode_pieces([self.inv[i] for i in ids])
+
+
 # ------------------------------------------------------------ safetensors
 
 def save_safetensors(path, tensors):
