@@ -441,7 +441,6 @@ tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt
 	{
 		int			ncand = 0;
 		int			nnew = 0;
-		int			nfin_step = 0;
 
 		if (interrupt)
 			interrupt();
@@ -473,7 +472,6 @@ tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt
 					fin_len[nfin] = t - 1;
 					fin_score[nfin] = cd->score / pow((double) t, opt->length_penalty);
 					nfin++;
-					nfin_step++;
 				}
 				continue;
 			}
@@ -524,7 +522,6 @@ tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt
 				fin_score[nfin] = score[b] / pow((double) t, opt->length_penalty);
 				nfin++;
 			}
-		(void) nfin_step;
 	}
 
 	best = 0;

@@ -220,8 +220,7 @@ parse_piece(Loader *L, const uint8_t *data, size_t len, SpmPiece *p)
 }
 
 static bool
-parse_trainer_spec(Loader *L, const uint8_t *data, size_t len, SpmModel *m,
-				   bool *has_unk_surface)
+parse_trainer_spec(Loader *L, const uint8_t *data, size_t len, SpmModel *m)
 {
 	PbReader	r = pb_reader(data, len);
 	PbField		f;
@@ -241,7 +240,6 @@ parse_trainer_spec(Loader *L, const uint8_t *data, size_t len, SpmModel *m,
 				return fail(L, "unk_surface is too long");
 			m->unk_surface = copy_bytes(L, f.data, f.len);
 			m->unk_surface_len = (uint32_t) f.len;
-			*has_unk_surface = true;
 		}
 	}
 	if (rc == PB_ERROR)
@@ -453,7 +451,6 @@ spm_load(const void *data, size_t len, const SpmAlloc *a, char *err, size_t errl
 	PbField		f;
 	int			rc;
 	int			npieces = 0;
-	bool		has_unk_surface = false;
 
 	if (len > SPM_MAX_MODEL_BYTES)
 	{
@@ -500,7 +497,7 @@ spm_load(const void *data, size_t len, const SpmAlloc *a, char *err, size_t errl
 		}
 		else if (f.number == 2)
 		{
-			if (!parse_trainer_spec(&L, f.data, f.len, m, &has_unk_surface))
+			if (!parse_trainer_spec(&L, f.data, f.len, m))
 				return NULL;
 		}
 		else if (f.number == 3)
@@ -515,7 +512,6 @@ spm_load(const void *data, size_t len, const SpmAlloc *a, char *err, size_t errl
 			m->has_denormalizer = true;
 		}
 	}
-	(void) has_unk_surface;
 
 	if (m->model_type != SPM_UNIGRAM && m->model_type != SPM_BPE)
 	{
