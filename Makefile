@@ -5,6 +5,7 @@ MODULE_big = transformer
 OBJS = \
 	src/transformer.o \
 	src/tensor_ops.o \
+	src/gemm.o \
 	src/attention.o \
 	src/online_softmax.o \
 	src/pg_arrays.o \
@@ -52,7 +53,7 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/tensor_ops.c src/attention.c src/online_softmax.c
+CORE_SRC = src/tensor_ops.c src/gemm.c src/attention.c src/online_softmax.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 

@@ -16,39 +16,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-float
-tf_half_to_float(unsigned short h)
-{
-	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
-	uint32_t	exp = (h >> 10) & 0x1f;
-	uint32_t	mant = h & 0x3ff;
-	uint32_t	bits;
-	float		f;
-
-	if (exp == 0)
-	{
-		/* zero or subnormal: mant · 2^-24 */
-		f = (float) mant * 5.9604644775390625e-8f;
-		return sign ? -f : f;
-	}
-	if (exp == 31)
-		bits = sign | 0x7f800000u | (mant << 13);
-	else
-		bits = sign | ((exp + 112) << 23) | (mant << 13);
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-float
-tf_bf16_to_float(unsigned short h)
-{
-	uint32_t	bits = (uint32_t) h << 16;
-	float		f;
-
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 void
 tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out)
 {
@@ -75,20 +42,11 @@ tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out)
 	}
 }
 
-/* y (rows, out) = x (rows, in) · Wᵀ + b, W (out, in) as torch.nn.Linear. */
-static void
+static inline void
 linear(int rows, int out_dim, int in_dim, float *y, const float *x,
-	   const float *w, const float *b)
+	   TfMatrix w, const float *b)
 {
-	tf_matmul(rows, out_dim, in_dim, y, out_dim, x, in_dim, w, in_dim, true, 1.0f, 0.0f);
-	if (b)
-		for (size_t r = 0; r < (size_t) rows; r++)
-		{
-			float	   *yr = y + r * (size_t) out_dim;
-
-			for (size_t j = 0; j < (size_t) out_dim; j++)
-				yr[j] += b[j];
-		}
+	tf_linear(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
 }
 
 static void
@@ -168,12 +126,12 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 
 	for (int i = 0; i < n; i++)
 	{
-		const float *e = m->w.enc_embed + (size_t) ids[i] * d;
 		const float *p = m->w.enc_pos + (size_t) i * d;
 		float	   *o = out + (size_t) i * d;
 
-		for (int j = 0; j < d; j++)
-			o[j] = e[j] * scale + p[j];
+		tf_row_to_float(d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
+		for (size_t j = 0; j < (size_t) d; j++)
+			o[j] = o[j] * scale + p[j];
 	}
 }
 
@@ -256,12 +214,12 @@ decoder_step(const TfModel *m, RunState *s, int nb, const int *tok, int pos)
 
 	for (int b = 0; b < nb; b++)
 	{
-		const float *e = m->w.dec_embed + (size_t) tok[b] * d;
 		const float *p = m->w.dec_pos + (size_t) pos * d;
 		float	   *x = s->x + (size_t) b * d;
 
-		for (int j = 0; j < d; j++)
-			x[j] = e[j] * scale + p[j];
+		tf_row_to_float(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, tok[b]);
+		for (size_t j = 0; j < (size_t) d; j++)
+			x[j] = x[j] * scale + p[j];
 	}
 
 	for (int l = 0; l < c->dec_layers; l++)

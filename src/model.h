@@ -7,7 +7,9 @@
  * Part of the core: no postgres.h.  After llama2.c: a Config, a Weights
  * struct of raw pointers with their shapes, and a RunState of buffers
  * allocated once per call (never inside the loops).  Linear weights are
- * stored as torch.nn.Linear keeps them, (out, in), and applied as x · Wᵀ.
+ * stored as torch.nn.Linear keeps them, (out, in), in the checkpoint's dtype
+ * (TfMatrix), and applied as x · Wᵀ; vectors (biases, norms, positions)
+ * are fp32.
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -16,6 +18,7 @@
 #include <stddef.h>
 
 #include "spm.h"				/* SpmAlloc */
+#include "tensor_ops.h"			/* TfDType */
 
 typedef enum TfActivation
 {
@@ -56,15 +59,22 @@ typedef struct TfConfig
 	float		ln_eps;
 } TfConfig;
 
+/* A weight matrix as stored: row-major, fp32, fp16 or bf16. */
+typedef struct TfMatrix
+{
+	const void *data;
+	TfDType		dtype;
+} TfMatrix;
+
 typedef struct TfAttnWeights
 {
-	const float *q_w;			/* (d, d) */
+	TfMatrix	q_w;			/* (d, d) */
 	const float *q_b;			/* (d) */
-	const float *k_w;			/* (d, d) */
+	TfMatrix	k_w;			/* (d, d) */
 	const float *k_b;			/* (d) */
-	const float *v_w;			/* (d, d) */
+	TfMatrix	v_w;			/* (d, d) */
 	const float *v_b;			/* (d) */
-	const float *o_w;			/* (d, d) */
+	TfMatrix	o_w;			/* (d, d) */
 	const float *o_b;			/* (d) */
 	const float *ln_g;			/* (d) the LayerNorm of this block */
 	const float *ln_b;			/* (d) */
@@ -74,9 +84,9 @@ typedef struct TfLayerWeights
 {
 	TfAttnWeights self_attn;
 	TfAttnWeights cross_attn;	/* decoder layers only */
-	const float *fc1_w;			/* (ffn, d) */
+	TfMatrix	fc1_w;			/* (ffn, d) */
 	const float *fc1_b;			/* (ffn) */
-	const float *fc2_w;			/* (d, ffn) */
+	TfMatrix	fc2_w;			/* (d, ffn) */
 	const float *fc2_b;			/* (d) */
 	const float *ln_g;			/* (d) final_layer_norm of the layer */
 	const float *ln_b;			/* (d) */
@@ -84,9 +94,9 @@ typedef struct TfLayerWeights
 
 typedef struct TfWeights
 {
-	const float *enc_embed;		/* (vocab, d) */
-	const float *dec_embed;		/* (vocab, d), usually == enc_embed */
-	const float *lm_head;		/* (vocab, d), usually == dec_embed */
+	TfMatrix	enc_embed;		/* (vocab, d) */
+	TfMatrix	dec_embed;		/* (vocab, d), usually == enc_embed */
+	TfMatrix	lm_head;		/* (vocab, d), usually == dec_embed */
 	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
 	const float *enc_pos;		/* (max_pos, d) */
 	const float *dec_pos;		/* (max_pos, d) */
@@ -128,9 +138,5 @@ typedef struct TfDecodeOptions
  */
 int			tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt,
 						 int **out, const SpmAlloc *a, void (*interrupt) (void));
-
-/* fp16 and bf16 to fp32. */
-float		tf_half_to_float(unsigned short h);
-float		tf_bf16_to_float(unsigned short h);
 
 #endif							/* MODEL_H */

@@ -195,10 +195,13 @@ typedef struct WeightBuilder
 	StoredTensor *tensors;
 	int			ntensors;
 	bool	   *used;
-	float	   *arena;
-	Size		arena_floats;
+	char	   *arena;
+	Size		arena_bytes;
 	Size		next;
 } WeightBuilder;
+
+/* every tensor in the arena starts on a cache line */
+#define ARENA_ALIGN 64
 
 static StoredTensor *
 find_tensor(WeightBuilder *wb, const char *name, int *index)
@@ -225,20 +228,47 @@ shape_string(int ndim, const int64 *shape)
 	return s.data;
 }
 
+static TfDType
+stored_dtype(const StoredTensor *t)
+{
+	if (strcmp(t->dtype, "F16") == 0)
+		return TF_F16;
+	if (strcmp(t->dtype, "BF16") == 0)
+		return TF_BF16;
+	return TF_F32;
+}
+
+/* Kept in its stored dtype (a matrix) or converted to fp32 (a vector)? */
+static bool
+kept_as_stored(const StoredTensor *t)
+{
+	return t->ndim == 2 && t->shape[0] > 1 && strstr(t->name, "embed_positions") == NULL;
+}
+
+static void *
+arena_take(WeightBuilder *wb, Size bytes, const char *what)
+{
+	void	   *p;
+
+	if (wb->next + bytes > wb->arena_bytes)
+		elog(ERROR, "weight arena overflow at \"%s\"", what);
+	p = wb->arena + wb->next;
+	wb->next += TYPEALIGN(ARENA_ALIGN, bytes);
+	return p;
+}
+
 /*
- * The tensor `name` of shape (d0[, d1]) as fp32 in the arena; NULL if it
- * is absent and optional.  A (1, n) tensor is accepted for (n).
+ * The stored tensor `name`, checked against the shape (d0[, d1]); NULL if
+ * it is absent and optional.  A (1, n) tensor is accepted for (n).
  */
-static const float *
-weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+static StoredTensor *
+checked_tensor(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 {
 	int			idx;
 	StoredTensor *t = find_tensor(wb, name, &idx);
 	int64		want[2] = {d0, d1};
 	int			wdim = d1 > 0 ? 2 : 1;
-	int64		numel = d1 > 0 ? d0 * d1 : d0;
 	bool		ok;
-	float	   *out;
 
 	if (t == NULL)
 	{
@@ -256,32 +286,87 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tensor \"%s\" has the shape %s, but the configuration requires %s",
 						name, shape_string(t->ndim, t->shape), shape_string(wdim, want))));
-	if (wb->next + numel > wb->arena_floats)
-		elog(ERROR, "weight arena overflow at tensor \"%s\"", name);
-
-	out = wb->arena + wb->next;
-	wb->next += numel;
 	wb->used[idx] = true;
-	if (strcmp(t->dtype, "F32") == 0)
-		memcpy(out, t->data, sizeof(float) * numel);
-	else
-	{
-		const unsigned char *p = (const unsigned char *) t->data;
-		bool		bf16 = strcmp(t->dtype, "BF16") == 0;
+	return t;
+}
 
-		for (int64 i = 0; i < numel; i++)
-		{
-			unsigned short h = (unsigned short) (p[2 * i] | (p[2 * i + 1] << 8));
+static void
+not_finite(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("tensor \"%s\" contains NaN or infinity", name)));
+}
 
-			out[i] = bf16 ? tf_bf16_to_float(h) : tf_half_to_float(h);
-		}
-	}
+/* The tensor `name` of shape (d0[, d1]) as fp32 in the arena (see checked_tensor). */
+static const float *
+weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	StoredTensor *t = checked_tensor(wb, name, required, d0, d1);
+	int64		numel = d1 > 0 ? d0 * d1 : d0;
+	float	   *out;
+
+	if (t == NULL)
+		return NULL;
+	out = arena_take(wb, sizeof(float) * numel, name);
+	tf_row_to_float(numel, out, t->data, stored_dtype(t), 0);
 	for (int64 i = 0; i < numel; i++)
 		if (!isfinite(out[i]))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("tensor \"%s\" contains NaN or infinity", name)));
+			not_finite(name);
 	return out;
+}
+
+/*
+ * The matrix `name` (d0, d1), copied into the arena in its stored dtype;
+ * data NULL if it is absent and optional.
+ */
+static TfMatrix
+matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	StoredTensor *t = checked_tensor(wb, name, required, d0, d1);
+	TfMatrix	mat = {NULL, TF_F32};
+	Size		numel = (Size) d0 * d1;
+
+	if (t == NULL)
+		return mat;
+	mat.dtype = stored_dtype(t);
+	mat.data = arena_take(wb, numel * tf_dtype_size(mat.dtype), name);
+	memcpy((void *) mat.data, t->data, numel * tf_dtype_size(mat.dtype));
+	if (mat.dtype == TF_F32)
+	{
+		const float *f = mat.data;
+
+		for (Size i = 0; i < numel; i++)
+			if (!isfinite(f[i]))
+				not_finite(name);
+	}
+	else
+	{
+		/* all exponent bits set: infinity or NaN */
+		uint16		mask = mat.dtype == TF_F16 ? 0x7c00 : 0x7f80;
+		const uint16 *h = mat.data;
+
+		for (Size i = 0; i < numel; i++)
+			if ((h[i] & mask) == mask)
+				not_finite(name);
+	}
+	return mat;
+}
+
+/* matrix() with a printf-style name. */
+static TfMatrix
+named_matrix(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...) pg_attribute_printf(4, 5);
+
+static TfMatrix
+named_matrix(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...)
+{
+	char		name[256];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	return matrix(wb, name, true, d0, d1);
 }
 
 /* weight() with a printf-style name. */
@@ -304,13 +389,13 @@ static void
 attn_weights(WeightBuilder *wb, TfAttnWeights *A, const char *layer, const char *attn,
 			 const char *norm, int d)
 {
-	A->q_w = named(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
+	A->q_w = named_matrix(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
 	A->q_b = named(wb, d, 0, "%s.%s.q_proj.bias", layer, attn);
-	A->k_w = named(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
+	A->k_w = named_matrix(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
 	A->k_b = named(wb, d, 0, "%s.%s.k_proj.bias", layer, attn);
-	A->v_w = named(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
+	A->v_w = named_matrix(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
 	A->v_b = named(wb, d, 0, "%s.%s.v_proj.bias", layer, attn);
-	A->o_w = named(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
+	A->o_w = named_matrix(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
 	A->o_b = named(wb, d, 0, "%s.%s.out_proj.bias", layer, attn);
 	A->ln_g = named(wb, d, 0, "%s.%s.weight", layer, norm);
 	A->ln_b = named(wb, d, 0, "%s.%s.bias", layer, norm);
@@ -327,9 +412,9 @@ layer_weights(WeightBuilder *wb, TfLayerWeights *L, const char *stack, int i, bo
 	attn_weights(wb, &L->self_attn, layer, "self_attn", "self_attn_layer_norm", d);
 	if (decoder)
 		attn_weights(wb, &L->cross_attn, layer, "encoder_attn", "encoder_attn_layer_norm", d);
-	L->fc1_w = named(wb, ffn, d, "%s.fc1.weight", layer);
+	L->fc1_w = named_matrix(wb, ffn, d, "%s.fc1.weight", layer);
 	L->fc1_b = named(wb, ffn, 0, "%s.fc1.bias", layer);
-	L->fc2_w = named(wb, d, ffn, "%s.fc2.weight", layer);
+	L->fc2_w = named_matrix(wb, d, ffn, "%s.fc2.weight", layer);
 	L->fc2_b = named(wb, d, 0, "%s.fc2.bias", layer);
 	L->ln_g = named(wb, d, 0, "%s.final_layer_norm.weight", layer);
 	L->ln_b = named(wb, d, 0, "%s.final_layer_norm.bias", layer);
@@ -344,10 +429,7 @@ positions(WeightBuilder *wb, const char *name)
 
 	if (p != NULL)
 		return p;
-	if (wb->next + (Size) c->max_pos * c->d_model > wb->arena_floats)
-		elog(ERROR, "weight arena overflow at positions");
-	table = wb->arena + wb->next;
-	wb->next += (Size) c->max_pos * c->d_model;
+	table = arena_take(wb, sizeof(float) * c->max_pos * c->d_model, name);
 	tf_sinusoidal_positions(c->max_pos, c->d_model, c->positions, table);
 	return table;
 }
@@ -358,44 +440,46 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 	TfConfig   *c = &m->cfg;
 	int			d = c->d_model;
 	WeightBuilder wb;
-	double		floats = 2.0 * c->max_pos * d;	/* computed positions */
-	const float *shared;
+	double		bytes = 2.0 * (sizeof(float) * c->max_pos * d + ARENA_ALIGN);	/* computed positions */
+	TfMatrix	shared;
 
-	/* size the arena: all stored tensors, plus the positions we compute */
+	/* size the arena: matrices as stored, vectors as fp32, aligned */
 	for (int i = 0; i < ntensors; i++)
 	{
 		double		numel = 1;
 
 		for (int k = 0; k < tensors[i].ndim; k++)
 			numel *= (double) tensors[i].shape[k];
-		floats += numel;
+		bytes += numel * (kept_as_stored(&tensors[i]) ?
+						  tf_dtype_size(stored_dtype(&tensors[i])) : sizeof(float)) + ARENA_ALIGN;
 	}
-	if (floats * sizeof(float) > (double) MAX_WEIGHT_BYTES)
+	if (bytes > (double) MAX_WEIGHT_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("model is too large"),
-				 errdetail("Its weights need %.0f bytes as fp32; the limit is %zu.",
-						   floats * sizeof(float), (size_t) MAX_WEIGHT_BYTES)));
+				 errdetail("Its weights need %.0f bytes; the limit is %zu.",
+						   bytes, (size_t) MAX_WEIGHT_BYTES)));
 
 	memset(&wb, 0, sizeof(wb));
 	wb.m = m;
 	wb.tensors = tensors;
 	wb.ntensors = ntensors;
 	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
-	wb.arena_floats = (Size) floats;
-	wb.arena = MemoryContextAllocExtended(cxt, sizeof(float) * (wb.arena_floats + 1), MCXT_ALLOC_HUGE);
+	wb.arena_bytes = (Size) bytes;
+	wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE);
+	wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
 
 	/* token embeddings: shared, unless the checkpoint unties them */
-	shared = weight(&wb, "model.shared.weight", false, c->vocab, d);
-	m->w.enc_embed = weight(&wb, "model.encoder.embed_tokens.weight", shared == NULL, c->vocab, d);
-	if (m->w.enc_embed == NULL)
+	shared = matrix(&wb, "model.shared.weight", false, c->vocab, d);
+	m->w.enc_embed = matrix(&wb, "model.encoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
+	if (m->w.enc_embed.data == NULL)
 		m->w.enc_embed = shared;
-	m->w.dec_embed = weight(&wb, "model.decoder.embed_tokens.weight", shared == NULL, c->vocab, d);
-	if (m->w.dec_embed == NULL)
+	m->w.dec_embed = matrix(&wb, "model.decoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
+	if (m->w.dec_embed.data == NULL)
 		m->w.dec_embed = shared;
 	/* lm_head is tied to the decoder embeddings when safetensors omits it */
-	m->w.lm_head = weight(&wb, "lm_head.weight", false, c->vocab, d);
-	if (m->w.lm_head == NULL)
+	m->w.lm_head = matrix(&wb, "lm_head.weight", false, c->vocab, d);
+	if (m->w.lm_head.data == NULL)
 		m->w.lm_head = m->w.dec_embed;
 	m->w.logits_bias = weight(&wb, "final_logits_bias", false, c->vocab, 0);
 
@@ -423,7 +507,7 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("model has the unexpected tensor \"%s\"", tensors[i].name),
 					 errdetail("The configuration (layers, final norms, positions) has no place for it.")));
-	return wb.next * sizeof(float);
+	return wb.next;
 }
 
 /* -------------------------------------------------------------- cache */

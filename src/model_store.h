@@ -31,7 +31,7 @@ typedef struct CachedModel
 	TfModel		model;
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];
-	Size		weight_bytes;	/* fp32 bytes of the weights */
+	Size		weight_bytes;	/* bytes of the weights as held */
 } CachedModel;
 
 /* The model called name, loaded once per backend; ERROR if none. */
@@ -41,7 +41,8 @@ extern CachedModel *GetModel(const char *name);
 extern void ParseModelConfig(Jsonb *config, TfConfig *cfg);
 
 /*
- * Point the weights of m at fp32 copies of the tensors (allocated in cxt),
+ * Point the weights of m at copies of the tensors (allocated in cxt):
+ * matrices in their stored dtype, vectors in fp32,
  * checking every name and shape against the configuration.
  */
 extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt);

@@ -86,17 +86,6 @@ exp_fast(float x)
 	return x < -87.0f ? 0.0f : p * scale;
 }
 
-void
-tf_matmul(int m, int n, int k,
-		  float *out, int ldo,
-		  const float *a, int lda,
-		  const float *b, int ldb,
-		  bool trans_b, float alpha, float beta)
-{
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-				m, n, k, alpha, a, lda, b, ldb, beta, out, ldo);
-}
-
 /* Compiled for AVX-512, AVX2 and baseline; the loader picks one (ifunc). */
 #define TF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 

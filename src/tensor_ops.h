@@ -14,6 +14,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* Element types of stored weights (safetensors F32, F16, BF16). */
+typedef enum TfDType
+{
+	TF_F32,
+	TF_F16,
+	TF_BF16
+} TfDType;
 
 /*
  * Make sure OpenBLAS runs kernels fit for this CPU (see tensor_ops.c); call
@@ -26,13 +35,28 @@ void		tf_set_blas_threads(int nthreads);
 
 /*
  * out (m, n) = a (m, k) · b (k, n), or a · bᵀ with b (n, k) when trans_b.
- * Through cblas_sgemm; beta = 1 accumulates into out.
+ * sgemm, or for few rows of a, gemm.c's kernels; beta = 1 accumulates into out.
  */
 void		tf_matmul(int m, int n, int k,
 					  float *out, int ldo,
 					  const float *a, int lda,
 					  const float *b, int ldb,
 					  bool trans_b, float alpha, float beta);
+
+/*
+ * y (rows, out) = x (rows, in) · Wᵀ + bias, W (out, in) as torch.nn.Linear
+ * keeps it, in its stored dtype (fp16 and bf16 are converted in registers);
+ * bias may be NULL.  gemm.c.
+ */
+void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
+					  const void *w, TfDType dt, const float *bias);
+
+/* out (n) = row `row` of w (rows, n), as fp32. */
+void		tf_row_to_float(size_t n, float *out, const void *w, TfDType dt, size_t row);
+
+size_t		tf_dtype_size(TfDType dt);
+float		tf_half_to_float(uint16_t h);
+float		tf_bf16_to_float(uint16_t h);
 
 /* x (rows, cols) := softmax over each row, in place; max-subtracted, sum in double. */
 void		tf_softmax_rows(int rows, int cols, float *x);
