@@ -270,23 +270,16 @@ decoder_step(const TfModel *m, RunState *s, int nb, const int *tok, int pos)
 	linear(nb, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
 }
 
-/* log-softmax of one row of logits in double, the pad id excluded. */
+/* log-softmax of one row of logits (pad excluded), as doubles. */
 static void
-log_softmax_row(const TfConfig *c, const float *logits, double *lp)
+log_softmax_row(const TfConfig *c, float *logits, double *lp)
 {
-	double		max = -INFINITY;
-	double		sum = 0.0;
 	double		lse;
 
-	for (int j = 0; j < c->vocab; j++)
-		if (j != c->pad_id && logits[j] > max)
-			max = logits[j];
-	for (int j = 0; j < c->vocab; j++)
-		if (j != c->pad_id)
-			sum += exp((double) logits[j] - max);
-	lse = max + log(sum);
-	for (int j = 0; j < c->vocab; j++)
-		lp[j] = j == c->pad_id ? -INFINITY : (double) logits[j] - lse;
+	logits[c->pad_id] = -INFINITY;
+	lse = tf_log_sum_exp(c->vocab, logits);
+	for (size_t j = 0; j < (size_t) c->vocab; j++)
+		lp[j] = (double) logits[j] - lse;
 }
 
 typedef struct Cand

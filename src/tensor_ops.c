@@ -159,6 +159,38 @@ tf_softmax_rows(int rows, int cols, float *x)
 	}
 }
 
+/* log Σ e^x over n values (-inf ones add nothing); max-subtracted, summed in double. */
+TF_MULTIVERSION
+double
+tf_log_sum_exp(int n, const float *x)
+{
+	float		max = -INFINITY;
+	float		lanes[SOFTMAX_LANES] = {0};
+	double		sum = 0.0;
+	size_t		j;
+
+	for (j = 0; j < (size_t) n; j++)
+		max = x[j] > max ? x[j] : max;
+	if (max == -INFINITY)
+		return -INFINITY;
+	for (j = 0; j + SOFTMAX_LANES <= (size_t) n; j += SOFTMAX_LANES)
+	{
+		for (size_t l = 0; l < SOFTMAX_LANES; l++)
+			lanes[l] += exp_fast(x[j + l] - max);
+		if ((j + SOFTMAX_LANES) % SOFTMAX_FLUSH == 0)
+			for (size_t l = 0; l < SOFTMAX_LANES; l++)
+			{
+				sum += lanes[l];
+				lanes[l] = 0.0f;
+			}
+	}
+	for (; j < (size_t) n; j++)
+		sum += exp_fast(x[j] - max);
+	for (size_t l = 0; l < SOFTMAX_LANES; l++)
+		sum += lanes[l];
+	return max + log(sum);
+}
+
 void
 tf_layer_norm(int rows, int d, float *out, const float *x,
 			  const float *gamma, const float *beta, float eps)

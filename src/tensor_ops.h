@@ -61,6 +61,9 @@ float		tf_bf16_to_float(uint16_t h);
 /* x (rows, cols) := softmax over each row, in place; max-subtracted, sum in double. */
 void		tf_softmax_rows(int rows, int cols, float *x);
 
+/* log Σ exp(x[i]), max-subtracted, summed in double; -inf entries add nothing. */
+double		tf_log_sum_exp(int n, const float *x);
+
 /* out (rows, d) = layer_norm(x) · gamma + beta over the last dimension. */
 void		tf_layer_norm(int rows, int d, float *out, const float *x,
 						  const float *gamma, const float *beta, float eps);
