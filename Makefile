@@ -83,11 +83,13 @@ fixtures:
 	$(PYTHON) tools/gen_model_fixtures.py
 	$(PYTHON) tools/gen_bundled_fixtures.py
 
-bench: bench/bench_attention
+bench: bench/bench_attention bench/bench_gemm
+bench/bench_gemm: bench/bench_gemm.c $(CORE_SRC) src/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_gemm.c $(CORE_SRC) -lopenblas -lm
 bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core bench/bench_attention
+EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm
 
 .PHONY: unittest prove test fixtures bench
 

@@ -1,117 +1,120 @@
 #!/usr/bin/python3
-"""A transformer-base model of real size, with random weights: import time,
-table size, cold-load time, warm translate() latency, backend memory.
+"""Models of real size: loading, the cache, memory, and encode()'s arithmetic
+efficiency.
 
-The configuration, tokenizers and vocabulary are OPUS-MT en-mg's
-(../shared/data/spm/opus-mt-en-mg: d_model 512, 6+6 layers, 8 heads, FFN
-2048, swish, vocabulary 54,688); the weights are random (N(0, 0.02), as
-Marian initializes), written as model.safetensors in fp32 by
-tools/marian_torch.py.  Translations of random weights are meaningless; the
-timings are not: decoding runs to max_length, set here to 32 tokens.
+Models: transformer-base with random weights and OPUS-MT en-mg's
+configuration and tokenizers (d_model 512, 6+6 layers, 8 heads, FFN 2048,
+vocabulary 58,101; fp32 safetensors, 289 MB), and the bundled
+multi30k_de_en (fp16).  For each:
+- import_model() time and the size of transformer_tensors;
+- cold load: the first encode() in a fresh backend, minus a warm one; MB/s
+  of stored weights;
+- warm per-call overhead: embed('a', model) in a loop (tokenizing one
+  character and a 2 x d_model embedding included: an upper bound on the
+  cost of finding the cached model), medians of REPS loops of 10,000 calls;
+- backend memory of the loaded model (its memory context) over the bytes
+  of its stored weights.
+And for transformer-base: encode() of a 64-token input (63 pieces + EOS),
+GFLOP/s (2 x multiply-adds of the projections, attention and FFN) as a
+fraction of cblas_sgemm's rate measured in the same run (bench/bench_gemm,
+one thread, the encoder's shapes and larger ones; the best is the peak).
 
-Needs a running server (PGHOST etc.) with the extension installed.
-Usage: bench/real_size.py [REPS]
+Needs a running server (PGHOST etc.) with the extension installed, and
+`make bench`.  Usage: bench/real_size.py [REPS]
 """
-import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 
-import torch
+import benchlib as bl
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import marian_torch as mt  # noqa: E402
-
-SPM = os.path.join(os.path.dirname(ROOT), "shared", "data", "spm", "opus-mt-en-mg")
-DIR = "/tmp/transformer_base_random"
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-SENTENCES = [
-    "Two young, White males are outside near many bushes.",
-    "A man in an orange hat starring at something.",
-    "A little girl climbing into a wooden playhouse.",
-    "Five people wearing winter jackets and helmets stand in the snow, with snowmobiles in the background.",
-    "People are fixing the roof of a house.",
-]
+GEMM = os.path.join(bl.ROOT, "bench", "bench_gemm")
 
 
-def psql(sql):
-    return subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"],
-                          input=sql, capture_output=True, text=True, check=True).stdout.strip()
+def sgemm_gflops(m, n, k, reps=30):
+    out = subprocess.run([GEMM, "sgemm", str(m), str(n), str(k), str(reps)],
+                         capture_output=True, text=True, check=True).stdout
+    return float(out.split()[0])
 
 
-def make_model():
-    with open(os.path.join(SPM, "config.json")) as f:
-        cfg = json.load(f)
-    torch.manual_seed(0)
-    model = mt.Marian(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.02)
-        for n, p in model.named_parameters():
-            if "layer_norm" in n and n.endswith("weight"):
-                p.fill_(1.0)
-    os.makedirs(DIR, exist_ok=True)
-    mt.save_safetensors(os.path.join(DIR, "model.safetensors"), mt.marian_state(model))
-    shutil.copy(os.path.join(SPM, "config.json"), DIR)
-    for f in ("source.spm", "target.spm", "vocab.json"):
-        shutil.copy(os.path.join(SPM, f), DIR)
-    return sum(p.numel() for p in model.parameters())
+def text_of_tokens(n):
+    """An English text of exactly n - 1 pieces (n tokens with EOS) for the en-mg tokenizer."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(bl.BASE_SPM, "source.spm"))
+    words = " ".join(bl.sentences("en", 50)).split()
+    text = ""
+    for w in words:
+        cand = (text + " " + w).strip()
+        if len(sp.encode(cand)) > n - 1:
+            break
+        text = cand
+    while len(sp.encode(text)) < n - 1:
+        text += " a"
+    assert len(sp.encode(text)) == n - 1, len(sp.encode(text))
+    return text
+
+
+def encoder_flops(n, d, ffn, layers):
+    macs = layers * (4 * n * d * d + 2 * n * n * d + 2 * n * d * ffn)
+    return 2.0 * macs
+
+
+def measure(name, import_sql):
+    t0 = time.perf_counter()
+    bl.psql("SELECT drop_model(%s); %s" % (bl.quote(name), import_sql))
+    t_import = time.perf_counter() - t0
+    stored = int(bl.psql("SELECT sum(octet_length(data)) FROM transformer_tensors WHERE model = %s" % bl.quote(name)))
+    table = int(bl.psql("SELECT pg_total_relation_size('transformer_tensors')"))
+    colds, warms, mems = [], [], []
+    for _ in range(REPS):
+        out = bl.psql("""\\timing on
+SELECT encode('a', %(m)s) IS NOT NULL;
+SELECT encode('a', %(m)s) IS NOT NULL;
+\\timing off
+SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'transformer cache entry' AND ident = %(m)s;
+""" % {"m": bl.quote(name)})
+        lines = out.split("\n")
+        times = [float(l.split()[1]) / 1000 for l in lines if l.startswith("Time:")]
+        colds.append(times[0] - times[1])
+        mems.append(int(lines[-1]))
+    loop = bl.TIMER + """SELECT embed('a', %(m)s) IS NOT NULL;
+SELECT pg_temp.bench_median($$SELECT count(embed('a', %(m)s)) FROM generate_series(1, 10000)$$, %(r)d);""" % {
+        "m": bl.quote(name), "r": REPS}
+    per_call = float(bl.psql(loop).split("\n")[-1]) / 10000
+    cold = statistics.median(colds)
+    print("%s: %.1f MB of stored weights" % (name, stored / 1e6))
+    print("  import_model():          %.2f s; transformer_tensors %.1f MB" % (t_import, table / 1e6))
+    print("  cold load:               %.3f s [%.3f, %.3f], %.0f MB/s" % (cold, min(colds), max(colds), stored / 1e6 / cold))
+    print("  warm embed('a') call:    %.2f us (all of it: an upper bound on finding the cached model)" % (per_call * 1e6))
+    print("  backend memory:          %.1f MB, %.3fx the stored weights" % (mems[0] / 1e6, mems[0] / stored))
+    sys.stdout.flush()
 
 
 def main():
-    params = make_model()
-    size = os.path.getsize(os.path.join(DIR, "model.safetensors"))
-    psql("CREATE EXTENSION IF NOT EXISTS transformer; SELECT drop_model('base_random');")
-    t0 = time.perf_counter()
-    psql("SELECT import_model('base_random', '%s');" % DIR)
-    t_import = time.perf_counter() - t0
-    table = int(psql("SELECT pg_total_relation_size('transformer_tensors')"))
+    bl.psql("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS transformer;")
+    directory, params = bl.make_base_model("F32")
+    measure("base_random", "SELECT import_model('base_random', %s);" % bl.quote(directory))
+    measure("multi30k_de_en", "SELECT import_model('multi30k_de_en');")
 
-    # a fresh backend: the first call loads the model, the next ones find it
-    out = psql("""
-\\timing on
-SELECT pg_backend_pid();
-SELECT encode('a', 'base_random') IS NOT NULL;
-SELECT encode('a', 'base_random') IS NOT NULL;
-""")
-    lines = out.split("\n")
-    pid = lines[0]
-    times = [float(l.split()[1]) for l in lines if l.startswith("Time:")]
-    t_cold, t_warm_encode = times[-2] / 1000, times[-1] / 1000
-
-    script = ["SELECT pg_backend_pid();", "SELECT encode('a', 'base_random') IS NOT NULL;", "\\timing on"]
-    for beam in (1, 4):
-        for _ in range(REPS):
-            for s in SENTENCES:
-                script.append("SELECT length(translate('%s', 'base_random', %d, 32));" % (s.replace("'", "''"), beam))
-    script.append("\\timing off")
-    script.append("SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'transformer cache entry' AND ident = 'base_random';")
-    proc = subprocess.Popen(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    out, _ = proc.communicate("\n".join(script) + "\nSELECT pg_sleep(0);\n")
-    lines = out.strip().split("\n")
-    times = [float(l.split()[1]) / 1000 for l in lines if l.startswith("Time:")]
-    n = REPS * len(SENTENCES)
-    greedy, beam4 = times[:n], times[n:2 * n]
-    ctx_bytes = int(lines[-1])
-
-    print("transformer-base, random weights (config of OPUS-MT en-mg): %d parameters, %.0f MB safetensors (fp32)"
-          % (params, size / 1e6))
-    print("  import_model():            %.1f s (%.0f MB/s)" % (t_import, size / 1e6 / t_import))
-    print("  transformer_tensors size:  %.0f MB (%.2fx the file)" % (table / 1e6, table / size))
-    print("  cold load (first encode):  %.2f s (%.0f MB/s); warm encode('a') %.1f ms"
-          % (t_cold, size / 1e6 / t_cold, t_warm_encode * 1e3))
-    print("  warm translate(), 32 tokens, median of %d: greedy %.0f ms [%.0f, %.0f], beam 4 %.0f ms [%.0f, %.0f]"
-          % (n, statistics.median(greedy) * 1e3, min(greedy) * 1e3, max(greedy) * 1e3,
-             statistics.median(beam4) * 1e3, min(beam4) * 1e3, max(beam4) * 1e3))
-    print("  backend memory for the model: %.0f MB in its memory context (%.2fx the fp32 weights)"
-          % (ctx_bytes / 1e6, ctx_bytes / (params * 4)))
-    psql("SELECT drop_model('base_random');")
-    shutil.rmtree(DIR)
+    # encode() of 64 tokens on transformer-base vs sgemm's rate
+    text = text_of_tokens(64)
+    flops = encoder_flops(64, 512, 2048, 6)
+    t = float(bl.psql(bl.TIMER + "SELECT encode(%s, 'base_random') IS NOT NULL;\n"
+                      "SELECT pg_temp.bench_median(%s, %d);" % (
+                          bl.quote(text), bl.quote("SELECT encode(%s, 'base_random')" % bl.quote(text)),
+                          max(REPS, 20))).split("\n")[-1])
+    shapes = [(64, 512, 512), (64, 2048, 512), (64, 512, 2048), (512, 2048, 512), (1024, 2048, 2048)]
+    rates = {s: sgemm_gflops(*s) for s in shapes}
+    peak = max(rates.values())
+    print("encode() of 64 tokens on transformer-base: %.2f ms, %.1f GFLOP/s (%.2f GFLOP)"
+          % (t * 1e3, flops / t / 1e9, flops / 1e9))
+    for s, r in rates.items():
+        print("  cblas_sgemm (m, n, k) = %-17s %.1f GFLOP/s" % (s, r))
+    print("  encode() = %.0f%% of the sgemm peak (%.1f GFLOP/s)" % (100 * flops / t / 1e9 / peak, peak))
+    bl.psql("SELECT drop_model('base_random');")
 
 
 if __name__ == "__main__":

@@ -247,7 +247,8 @@ COMMENT ON FUNCTION embed(text, text) IS
 CREATE FUNCTION encode(input text, model text)
 RETURNS real[]
 AS 'MODULE_PATHNAME', 'encode'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
 
 COMMENT ON FUNCTION encode(text, text) IS
 'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
@@ -255,7 +256,8 @@ COMMENT ON FUNCTION encode(text, text) IS
 CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'translate_text'
-LANGUAGE C STABLE PARALLEL SAFE;
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
 
 COMMENT ON FUNCTION translate(text, text, integer, integer) IS
 'translates input with a model: greedy when beam_size is 1, beam search otherwise (default: the model''s num_beams); max_length defaults to twice the source tokens plus 10; NULL input gives NULL';
@@ -263,7 +265,8 @@ COMMENT ON FUNCTION translate(text, text, integer, integer) IS
 CREATE FUNCTION translate(input text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'translate_default'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 100000;
 
 COMMENT ON FUNCTION translate(text) IS
 'translates input with the model named by transformer.default_model';
@@ -271,7 +274,8 @@ COMMENT ON FUNCTION translate(text) IS
 CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
 RETURNS text[]
 AS 'MODULE_PATHNAME', 'translate_batch'
-LANGUAGE C STABLE PARALLEL SAFE;
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
 
 COMMENT ON FUNCTION translate(text[], text, integer, integer) IS
 'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
@@ -279,7 +283,8 @@ COMMENT ON FUNCTION translate(text[], text, integer, integer) IS
 CREATE FUNCTION generate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL)
 RETURNS integer[]
 AS 'MODULE_PATHNAME', 'generate'
-LANGUAGE C STABLE PARALLEL SAFE;
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
 
 COMMENT ON FUNCTION generate(text, text, integer, integer) IS
 'the target token ids translate() decodes (end-of-sentence excluded), for inspection';

@@ -129,6 +129,18 @@ dot_tile_##SFX##_##DT(size_t R, size_t J, size_t k, float *out, size_t ldo,	\
 		}																		\
 }																				\
 																				\
+/* out (n) = b (n) as floats, converted as the tile kernel converts them */	\
+static __attribute__((TARGET, unused)) void										\
+convert_##SFX##_##DT(size_t n, float *out, const BT *b)						\
+{																				\
+	size_t		p;																\
+																				\
+	for (p = 0; p + W <= n; p += W)												\
+		*(vf_##SFX *) (out + p) = LOADB(b + p);									\
+	for (; p < n; p++)															\
+		out[p] = SCALARB(b + p);												\
+}																				\
+																				\
 /* out (m, n) = alpha · a (m, k) · bᵀ + beta · out, b (n, k) */				\
 static __attribute__((TARGET)) void												\
 gemm_nt_##SFX##_##DT(size_t m, size_t n, size_t k, float *out, size_t ldo,	\
@@ -250,35 +262,34 @@ DEFINE_GEMM_NN(base, unused)
 
 typedef void (*gemm_fn) (size_t, size_t, size_t, float *, size_t,
 						 const float *, size_t, const void *, size_t, float, float);
+typedef void (*convert_fn) (size_t, float *, const void *);
 
 static gemm_fn gemm_nt[3];		/* by TfDType */
+static convert_fn convert[3];	/* by TfDType; fp32 unused */
 static gemm_fn gemm_nn;
+
+#define PICK(SFX) \
+	do { \
+		gemm_nt[TF_F32] = gemm_nt_##SFX##_f32; \
+		gemm_nt[TF_F16] = gemm_nt_##SFX##_f16; \
+		gemm_nt[TF_BF16] = gemm_nt_##SFX##_bf16; \
+		convert[TF_F16] = (convert_fn) convert_##SFX##_f16; \
+		convert[TF_BF16] = (convert_fn) convert_##SFX##_bf16; \
+		gemm_nn = gemm_nn_##SFX; \
+	} while (0)
 
 static void
 pick_kernels(void)
 {
-	gemm_nt[TF_F32] = gemm_nt_base_f32;
-	gemm_nt[TF_F16] = gemm_nt_base_f16;
-	gemm_nt[TF_BF16] = gemm_nt_base_bf16;
-	gemm_nn = gemm_nn_base;
+	PICK(base);
 #ifdef TF_X86
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
 		__builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("fma"))
-	{
-		gemm_nt[TF_F32] = gemm_nt_v4_f32;
-		gemm_nt[TF_F16] = gemm_nt_v4_f16;
-		gemm_nt[TF_BF16] = gemm_nt_v4_bf16;
-		gemm_nn = gemm_nn_v4;
-	}
+		PICK(v4);
 	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-	{
-		gemm_nt[TF_F32] = gemm_nt_v3_f32;
-		gemm_nt[TF_F16] = gemm_nt_v3_f16;
-		gemm_nt[TF_BF16] = gemm_nt_v3_bf16;
-		gemm_nn = gemm_nn_v3;
-	}
+		PICK(v3);
 #endif
 }
 
@@ -300,6 +311,50 @@ tf_matmul(int m, int n, int k,
 	(trans_b ? gemm_nt[TF_F32] : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);
 }
 
+/* Rows of a half-precision b converted once per 4 rows of b, not per 4 rows of a. */
+#define CONVERT_MIN_ROWS 8
+#define CONVERT_MAX_K 4096
+
+static void
+linear_tiles(size_t rows, size_t out_dim, size_t in_dim, float *y, const float *x,
+			 const void *w, TfDType dt)
+{
+	if (gemm_nn == NULL)
+		pick_kernels();
+	if (dt != TF_F32 && rows >= CONVERT_MIN_ROWS && in_dim <= CONVERT_MAX_K)
+	{
+		/*
+		 * The same floats meet the same rows in the same order as in the
+		 * half-precision kernel, so the results are bitwise the same.
+		 */
+		float		buf[4 * CONVERT_MAX_K] __attribute__((aligned(64)));
+		const uint16_t *h = w;
+
+		for (size_t j = 0; j < out_dim; j += 4)
+		{
+			size_t		J = out_dim - j < 4 ? out_dim - j : 4;
+
+			convert[dt] (J * in_dim, buf, h + j * in_dim);
+			gemm_nt[TF_F32] (rows, J, in_dim, y + j, out_dim, x, in_dim, buf, in_dim, 1.0f, 0.0f);
+		}
+		return;
+	}
+	gemm_nt[dt] (rows, out_dim, in_dim, y, out_dim, x, in_dim, w, in_dim, 1.0f, 0.0f);
+}
+
+static void
+add_bias(size_t rows, size_t out_dim, float *y, const float *bias)
+{
+	if (bias)
+		for (size_t r = 0; r < rows; r++)
+		{
+			float	   *yr = y + r * out_dim;
+
+			for (size_t j = 0; j < out_dim; j++)
+				yr[j] += bias[j];
+		}
+}
+
 void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		  const void *w, TfDType dt, const float *bias)
@@ -308,18 +363,14 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in_dim,
 					1.0f, x, in_dim, (const float *) w, in_dim, 0.0f, y, out_dim);
 	else
-	{
-		/* fp16 and bf16 weights go through here at any size: no fp32 copy */
-		if (gemm_nn == NULL)
-			pick_kernels();
-		gemm_nt[dt] (rows, out_dim, in_dim, y, out_dim, x, in_dim, w, in_dim, 1.0f, 0.0f);
-	}
-	if (bias)
-		for (size_t r = 0; r < (size_t) rows; r++)
-		{
-			float	   *yr = y + r * (size_t) out_dim;
+		linear_tiles(rows, out_dim, in_dim, y, x, w, dt);
+	add_bias(rows, out_dim, y, bias);
+}
 
-			for (size_t j = 0; j < (size_t) out_dim; j++)
-				yr[j] += bias[j];
-		}
+void
+tf_linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
+			   const void *w, TfDType dt, const float *bias)
+{
+	linear_tiles(rows, out_dim, in_dim, y, x, w, dt);
+	add_bias(rows, out_dim, y, bias);
 }

@@ -16,6 +16,12 @@
 
 /* ------------------------------------------------------------ helpers */
 
+static inline int
+imax(int a, int b)
+{
+	return a > b ? a : b;
+}
+
 void
 tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out)
 {
@@ -47,6 +53,14 @@ linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	   TfMatrix w, const float *b)
 {
 	tf_linear(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
+}
+
+/* linear(), each row's result independent of the others (decoding) */
+static inline void
+linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
+			TfMatrix w, const float *b)
+{
+	tf_linear_rows(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
 }
 
 static void
@@ -104,15 +118,15 @@ block_output(const Block *blk, float *x, const float *fx)
 /* FFN block over rows of x: x := x + fc2(act(fc1(x))), normed as configured. */
 static void
 ffn_block(const TfModel *m, const TfLayerWeights *L, int ffn, int rows,
-		  float *x, float *tmp, float *hb, float *out)
+		  float *x, float *tmp, float *hb, float *out, bool by_row)
 {
 	Block		blk = {m, rows, L->ln_g, L->ln_b};
 	const float *in = block_input(&blk, x, tmp);
 	int			d = m->cfg.d_model;
 
-	linear(rows, ffn, d, hb, in, L->fc1_w, L->fc1_b);
+	(by_row ? linear_rows : linear) (rows, ffn, d, hb, in, L->fc1_w, L->fc1_b);
 	activate(m->cfg.activation, (size_t) rows * ffn, hb);
-	linear(rows, d, ffn, out, hb, L->fc2_w, L->fc2_b);
+	(by_row ? linear_rows : linear) (rows, d, ffn, out, hb, L->fc2_w, L->fc2_b);
 	block_output(&blk, x, out);
 }
 
@@ -165,7 +179,7 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 		linear(n, d, d, out, att, A->o_w, A->o_b);
 		block_output(&blk, x, out);
 
-		ffn_block(m, L, c->enc_ffn, n, x, tmp, hb, out);
+		ffn_block(m, L, c->enc_ffn, n, x, tmp, hb, out, false);
 	}
 	if (c->final_norm)
 		tf_layer_norm(n, d, x, x, m->w.enc_norm_g, m->w.enc_norm_b, c->ln_eps);
@@ -173,51 +187,64 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 
 /* ------------------------------------------------------------ decoder */
 
+/*
+ * Decoding works on rows: each live beam of each sentence of a batch is one
+ * row of the decoder's products, so the weights stream through the cache
+ * once per step for all of them.  Every row keeps its own cache slot; the
+ * products are row-independent (tf_linear_rows), so a sentence decodes the
+ * same alone or in any batch.
+ */
 typedef struct RunState
 {
-	int			K;				/* beams */
-	int			T;				/* positions: max_length */
-	int			n_src;
-	float	   *x;				/* (K, d) */
-	float	   *tmp;			/* (K, d) */
-	float	   *q;				/* (K, d) */
-	float	   *kv;				/* (K, d) */
-	float	   *att;			/* (K, d) */
-	float	   *out;			/* (K, d) */
-	float	   *hb;				/* (K, ffn) */
-	float	   *logits;			/* (K, vocab) */
-	float	   *scores;			/* (max(T, n_src)) */
-	float	   *kcache;			/* (layers, K, T, d) */
-	float	   *vcache;			/* (layers, K, T, d) */
-	float	   *kcache2;		/* the same, to reorder beams into */
-	float	   *vcache2;
-	float	   *cross_k;		/* (layers, n_src, d) */
-	float	   *cross_v;		/* (layers, n_src, d) */
+	int			slots;			/* cache slots: sentences x beams */
+	int			T;				/* positions: the longest max_length */
+	float	   *x;				/* (rows, d) */
+	float	   *tmp;			/* (rows, d) */
+	float	   *q;				/* (rows, d) */
+	float	   *kv;				/* (rows, d) */
+	float	   *att;			/* (rows, d) */
+	float	   *out;			/* (rows, d) */
+	float	   *hb;				/* (rows, ffn) */
+	float	   *logits;			/* (rows, vocab) */
+	float	   *scores;			/* (max(T, longest source)) */
+	float	   *kcache;			/* (layers, slots, T, d) */
+	float	   *vcache;			/* (layers, slots, T, d) */
+	float	   *reorder;		/* (beams, T, d): parents' caches while beams move */
 } RunState;
 
-static inline float *
-cache_at(const RunState *s, float *cache, int d, int l, int b)
+/* What one row of a step is: its token, cache slot and source. */
+typedef struct StepRow
 {
-	return cache + (((size_t) l * s->K + b) * s->T) * d;
+	int			tok;
+	int			slot;
+	int			n_src;
+	const float *cross_k;		/* (layers, n_src, d) */
+	const float *cross_v;
+} StepRow;
+
+static inline float *
+cache_at(const RunState *s, float *cache, int d, int l, int slot)
+{
+	return cache + (((size_t) l * s->slots + slot) * s->T) * d;
 }
 
 /*
- * One decoder step for nb beams: token tok[b] at position pos of each beam;
- * leaves the logits in s->logits (nb, vocab).
+ * One decoder step for nr rows at position pos; leaves the logits in
+ * s->logits (nr, vocab).
  */
 static void
-decoder_step(const TfModel *m, RunState *s, int nb, const int *tok, int pos)
+decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos)
 {
 	const TfConfig *c = &m->cfg;
 	int			d = c->d_model;
 	float		scale = c->scale_embedding ? sqrtf((float) d) : 1.0f;
 
-	for (int b = 0; b < nb; b++)
+	for (int r = 0; r < nr; r++)
 	{
 		const float *p = m->w.dec_pos + (size_t) pos * d;
-		float	   *x = s->x + (size_t) b * d;
+		float	   *x = s->x + (size_t) r * d;
 
-		tf_row_to_float(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, tok[b]);
+		tf_row_to_float(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, rows[r].tok);
 		for (size_t j = 0; j < (size_t) d; j++)
 			x[j] = x[j] * scale + p[j];
 	}
@@ -227,47 +254,47 @@ decoder_step(const TfModel *m, RunState *s, int nb, const int *tok, int pos)
 		const TfLayerWeights *L = &m->w.dec[l];
 		const TfAttnWeights *A = &L->self_attn;
 		const TfAttnWeights *X = &L->cross_attn;
-		Block		blk = {m, nb, A->ln_g, A->ln_b};
-		Block		xblk = {m, nb, X->ln_g, X->ln_b};
+		Block		blk = {m, nr, A->ln_g, A->ln_b};
+		Block		xblk = {m, nr, X->ln_g, X->ln_b};
 		const float *in = block_input(&blk, s->x, s->tmp);
 
-		/* self-attention over this beam's cached keys and values */
-		linear(nb, d, d, s->q, in, A->q_w, A->q_b);
-		linear(nb, d, d, s->kv, in, A->k_w, A->k_b);
-		for (int b = 0; b < nb; b++)
-			memcpy(cache_at(s, s->kcache, d, l, b) + (size_t) pos * d, s->kv + (size_t) b * d,
-				   sizeof(float) * d);
-		linear(nb, d, d, s->kv, in, A->v_w, A->v_b);
-		for (int b = 0; b < nb; b++)
-			memcpy(cache_at(s, s->vcache, d, l, b) + (size_t) pos * d, s->kv + (size_t) b * d,
-				   sizeof(float) * d);
-		for (int b = 0; b < nb; b++)
+		/* self-attention over each row's cached keys and values */
+		linear_rows(nr, d, d, s->q, in, A->q_w, A->q_b);
+		linear_rows(nr, d, d, s->kv, in, A->k_w, A->k_b);
+		for (int r = 0; r < nr; r++)
+			memcpy(cache_at(s, s->kcache, d, l, rows[r].slot) + (size_t) pos * d,
+				   s->kv + (size_t) r * d, sizeof(float) * d);
+		linear_rows(nr, d, d, s->kv, in, A->v_w, A->v_b);
+		for (int r = 0; r < nr; r++)
+			memcpy(cache_at(s, s->vcache, d, l, rows[r].slot) + (size_t) pos * d,
+				   s->kv + (size_t) r * d, sizeof(float) * d);
+		for (int r = 0; r < nr; r++)
 			tf_multihead_attention(1, pos + 1, d, d, c->dec_heads,
-								   s->att + (size_t) b * d, s->scores,
-								   s->q + (size_t) b * d,
-								   cache_at(s, s->kcache, d, l, b),
-								   cache_at(s, s->vcache, d, l, b), NULL);
-		linear(nb, d, d, s->out, s->att, A->o_w, A->o_b);
+								   s->att + (size_t) r * d, s->scores,
+								   s->q + (size_t) r * d,
+								   cache_at(s, s->kcache, d, l, rows[r].slot),
+								   cache_at(s, s->vcache, d, l, rows[r].slot), NULL);
+		linear_rows(nr, d, d, s->out, s->att, A->o_w, A->o_b);
 		block_output(&blk, s->x, s->out);
 
-		/* cross-attention over the encoder output */
+		/* cross-attention over each row's encoder output */
 		in = block_input(&xblk, s->x, s->tmp);
-		linear(nb, d, d, s->q, in, X->q_w, X->q_b);
-		for (int b = 0; b < nb; b++)
-			tf_multihead_attention(1, s->n_src, d, d, c->dec_heads,
-								   s->att + (size_t) b * d, s->scores,
-								   s->q + (size_t) b * d,
-								   s->cross_k + (size_t) l * s->n_src * d,
-								   s->cross_v + (size_t) l * s->n_src * d, NULL);
-		linear(nb, d, d, s->out, s->att, X->o_w, X->o_b);
+		linear_rows(nr, d, d, s->q, in, X->q_w, X->q_b);
+		for (int r = 0; r < nr; r++)
+			tf_multihead_attention(1, rows[r].n_src, d, d, c->dec_heads,
+								   s->att + (size_t) r * d, s->scores,
+								   s->q + (size_t) r * d,
+								   rows[r].cross_k + (size_t) l * rows[r].n_src * d,
+								   rows[r].cross_v + (size_t) l * rows[r].n_src * d, NULL);
+		linear_rows(nr, d, d, s->out, s->att, X->o_w, X->o_b);
 		block_output(&xblk, s->x, s->out);
 
-		ffn_block(m, L, c->dec_ffn, nb, s->x, s->tmp, s->hb, s->out);
+		ffn_block(m, L, c->dec_ffn, nr, s->x, s->tmp, s->hb, s->out, true);
 	}
 	if (c->final_norm)
-		tf_layer_norm(nb, d, s->x, s->x, m->w.dec_norm_g, m->w.dec_norm_b, c->ln_eps);
+		tf_layer_norm(nr, d, s->x, s->x, m->w.dec_norm_g, m->w.dec_norm_b, c->ln_eps);
 
-	linear(nb, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
+	linear_rows(nr, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
 }
 
 /* log-softmax of one row of logits (pad excluded), as doubles. */
@@ -329,159 +356,267 @@ top_k(const double *lp, int vocab, int k, int beam, double base, Cand *out)
 	return n;
 }
 
+/* The search for one sentence (see tools/marian_torch.py for the rules). */
+typedef struct Search
+{
+	int			n_src;
+	int			T;				/* its max_length */
+	float	   *cross_k;		/* (layers, n_src, d) */
+	float	   *cross_v;
+	int			nb;				/* live beams */
+	int		   *toks;			/* (K, T + 1) live beams, start token first */
+	int		   *toks2;
+	double	   *score;			/* (K) */
+	double	   *score2;
+	int		   *parent;			/* (K) */
+	/* finished hypotheses: at most K from the search plus K at the end */
+	int		   *fin_toks;		/* (2K, T + 1) */
+	int		   *fin_len;
+	double	   *fin_score;
+	int			nfin;
+	bool		done;
+} Search;
+
+/*
+ * Candidates of one sentence's rows (logits at rows[row0..row0+nb)): the
+ * finished hypotheses and the new live beams, as in tools/marian_torch.py.
+ * Returns the new live beam count; the sentence is done when it is 0.
+ */
+static int
+search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
+			int t, double *lp, Cand *cands, Cand *top)
+{
+	int			K = opt->beam_size;
+	int			T1 = h->T + 1;
+	int			ncand = 0;
+	int			nnew = 0;
+
+	for (int b = 0; b < h->nb; b++)
+	{
+		log_softmax_row(c, logits + (size_t) b * c->vocab, lp);
+		ncand += top_k(lp, c->vocab, 2 * K, b, h->score[b], cands + ncand);
+	}
+	qsort(cands, ncand, sizeof(Cand), cand_cmp);
+	if (ncand > 2 * K)
+		ncand = 2 * K;
+	memcpy(top, cands, sizeof(Cand) * ncand);
+
+	for (int r = 0; r < ncand; r++)
+	{
+		const Cand *cd = &top[r];
+
+		if (cd->tok == c->eos_id)
+		{
+			if (r < K)
+			{
+				/* tokens after the start token, EOS excluded */
+				memcpy(h->fin_toks + (size_t) h->nfin * T1, h->toks + (size_t) cd->beam * T1 + 1,
+					   sizeof(int) * (t - 1));
+				h->fin_len[h->nfin] = t - 1;
+				h->fin_score[h->nfin] = cd->score / pow((double) t, opt->length_penalty);
+				h->nfin++;
+			}
+			continue;
+		}
+		if (nnew < K)
+		{
+			memcpy(h->toks2 + (size_t) nnew * T1, h->toks + (size_t) cd->beam * T1, sizeof(int) * t);
+			h->toks2[(size_t) nnew * T1 + t] = cd->tok;
+			h->score2[nnew] = cd->score;
+			h->parent[nnew] = cd->beam;
+			nnew++;
+		}
+	}
+	if (h->nfin >= K || nnew == 0)
+		return 0;
+
+	memcpy(h->toks, h->toks2, sizeof(int) * (size_t) nnew * T1);
+	memcpy(h->score, h->score2, sizeof(double) * nnew);
+	if (t == h->T)
+	{
+		/* out of positions: the live beams finish as they are */
+		for (int b = 0; b < nnew; b++)
+		{
+			memcpy(h->fin_toks + (size_t) h->nfin * T1, h->toks + (size_t) b * T1 + 1,
+				   sizeof(int) * t);
+			h->fin_len[h->nfin] = t;
+			h->fin_score[h->nfin] = h->score[b] / pow((double) t, opt->length_penalty);
+			h->nfin++;
+		}
+		return 0;
+	}
+	return nnew;
+}
+
+/* Move the caches of slots first..first+nb to their new beams' parents' (t positions). */
+static void
+reorder_caches(const TfModel *m, RunState *s, int first, int nb, const int *parent, int t)
+{
+	int			d = m->cfg.d_model;
+	size_t		bytes = sizeof(float) * (size_t) t * d;
+
+	for (int l = 0; l < m->cfg.dec_layers; l++)
+		for (int pass = 0; pass < 2; pass++)
+		{
+			float	   *cache = pass == 0 ? s->kcache : s->vcache;
+
+			for (int b = 0; b < nb; b++)
+				memcpy(s->reorder + (size_t) b * s->T * d,
+					   cache_at(s, cache, d, l, first + parent[b]), bytes);
+			for (int b = 0; b < nb; b++)
+				memcpy(cache_at(s, cache, d, l, first + b),
+					   s->reorder + (size_t) b * s->T * d, bytes);
+		}
+}
+
 int
 tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt,
 			 int **result, const SpmAlloc *a, void (*interrupt) (void))
 {
+	const int  *srcs[1] = {src};
+	int			nout;
+
+	tf_translate_batch(m, 1, srcs, &n, opt, result, &nout, a, interrupt);
+	return nout;
+}
+
+void
+tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int *n_src,
+				   const TfDecodeOptions *opt, int **results, int *nresults,
+				   const SpmAlloc *a, void (*interrupt) (void))
+{
 	const TfConfig *c = &m->cfg;
 	int			d = c->d_model;
-	int			K = opt->beam_size;
-	int			T = opt->max_length;
+	int			K = opt[0].beam_size;
 	int			L = c->dec_layers;
+	int			maxrows = nsent * K;
+	int			longest = 0;
 	RunState	s;
-	float	   *memory = a->alloc(a->ctx, sizeof(float) * (size_t) n * d);
-	int		   *toks = a->alloc(a->ctx, sizeof(int) * (size_t) K * (T + 1));	/* live beams */
-	int		   *toks2 = a->alloc(a->ctx, sizeof(int) * (size_t) K * (T + 1));
-	double	   *score = a->alloc(a->ctx, sizeof(double) * K);
-	double	   *score2 = a->alloc(a->ctx, sizeof(double) * K);
-	int		   *parent = a->alloc(a->ctx, sizeof(int) * K);
-	int		   *last = a->alloc(a->ctx, sizeof(int) * K);
+	Search	   *hs = a->alloc(a->ctx, sizeof(Search) * nsent);
+	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
 	double	   *lp = a->alloc(a->ctx, sizeof(double) * c->vocab);
 	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
 	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * 2 * K);
-	/* finished hypotheses: at most K from the search plus K at the end */
-	int		   *fin_toks = a->alloc(a->ctx, sizeof(int) * (size_t) 2 * K * (T + 1));
-	int		   *fin_len = a->alloc(a->ctx, sizeof(int) * 2 * K);
-	double	   *fin_score = a->alloc(a->ctx, sizeof(double) * 2 * K);
-	int			nfin = 0;
-	int			nb = 1;
-	int			best;
+	float	   *memory;
 
-	/* the encoder, then each decoder layer's cross-attention K and V, once */
-	s.K = K;
-	s.T = T;
-	s.n_src = n;
-	tf_encode(m, n, src, memory, a);
-	s.cross_k = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
-	s.cross_v = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
-	for (int l = 0; l < L; l++)
+	s.slots = maxrows;
+	s.T = 0;
+	for (int i = 0; i < nsent; i++)
 	{
-		const TfAttnWeights *X = &m->w.dec[l].cross_attn;
-
-		linear(n, d, d, s.cross_k + (size_t) l * n * d, memory, X->k_w, X->k_b);
-		linear(n, d, d, s.cross_v + (size_t) l * n * d, memory, X->v_w, X->v_b);
+		s.T = imax(s.T, opt[i].max_length);
+		longest = imax(longest, n_src[i]);
 	}
+	memory = a->alloc(a->ctx, sizeof(float) * (size_t) longest * d);
 
-	s.x = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.tmp = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.q = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.kv = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.att = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.out = a->alloc(a->ctx, sizeof(float) * (size_t) K * d);
-	s.hb = a->alloc(a->ctx, sizeof(float) * (size_t) K * c->dec_ffn);
-	s.logits = a->alloc(a->ctx, sizeof(float) * (size_t) K * c->vocab);
-	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) (T > n ? T : n));
-	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * K * T * d);
-	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * K * T * d);
-	s.kcache2 = K > 1 ? a->alloc(a->ctx, sizeof(float) * (size_t) L * K * T * d) : NULL;
-	s.vcache2 = K > 1 ? a->alloc(a->ctx, sizeof(float) * (size_t) L * K * T * d) : NULL;
-
-	toks[0] = c->decoder_start_id;
-	score[0] = 0.0;
-	for (int t = 1; t <= T; t++)
+	/* each sentence's encoder, then its cross-attention K and V, once */
+	for (int i = 0; i < nsent; i++)
 	{
-		int			ncand = 0;
-		int			nnew = 0;
+		Search	   *h = &hs[i];
+		int			n = n_src[i];
+		int			T1 = opt[i].max_length + 1;
 
 		if (interrupt)
 			interrupt();
-		for (int b = 0; b < nb; b++)
-			last[b] = toks[(size_t) b * (T + 1) + t - 1];
-		decoder_step(m, &s, nb, last, t - 1);
-
-		for (int b = 0; b < nb; b++)
+		memset(h, 0, sizeof(Search));
+		h->n_src = n;
+		h->T = opt[i].max_length;
+		tf_encode(m, n, src[i], memory, a);
+		h->cross_k = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
+		h->cross_v = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
+		for (int l = 0; l < L; l++)
 		{
-			log_softmax_row(c, s.logits + (size_t) b * c->vocab, lp);
-			ncand += top_k(lp, c->vocab, 2 * K, b, score[b], cands + ncand);
+			const TfAttnWeights *X = &m->w.dec[l].cross_attn;
+
+			linear(n, d, d, h->cross_k + (size_t) l * n * d, memory, X->k_w, X->k_b);
+			linear(n, d, d, h->cross_v + (size_t) l * n * d, memory, X->v_w, X->v_b);
 		}
-		qsort(cands, ncand, sizeof(Cand), cand_cmp);
-		if (ncand > 2 * K)
-			ncand = 2 * K;
-		memcpy(top, cands, sizeof(Cand) * ncand);
-
-		for (int r = 0; r < ncand; r++)
-		{
-			const Cand *cd = &top[r];
-
-			if (cd->tok == c->eos_id)
-			{
-				if (r < K)
-				{
-					/* tokens after the start token, EOS excluded */
-					memcpy(fin_toks + (size_t) nfin * (T + 1), toks + (size_t) cd->beam * (T + 1) + 1,
-						   sizeof(int) * (t - 1));
-					fin_len[nfin] = t - 1;
-					fin_score[nfin] = cd->score / pow((double) t, opt->length_penalty);
-					nfin++;
-				}
-				continue;
-			}
-			if (nnew < K)
-			{
-				memcpy(toks2 + (size_t) nnew * (T + 1), toks + (size_t) cd->beam * (T + 1),
-					   sizeof(int) * t);
-				toks2[(size_t) nnew * (T + 1) + t] = cd->tok;
-				score2[nnew] = cd->score;
-				parent[nnew] = cd->beam;
-				nnew++;
-			}
-		}
-		if (nfin >= K || nnew == 0)
-			break;
-
-		/* the new beams: tokens, scores, and their parents' caches */
-		memcpy(toks, toks2, sizeof(int) * (size_t) nnew * (T + 1));
-		memcpy(score, score2, sizeof(double) * nnew);
-		if (K > 1)
-		{
-			for (int l = 0; l < L; l++)
-				for (int b = 0; b < nnew; b++)
-				{
-					memcpy(cache_at(&s, s.kcache2, d, l, b), cache_at(&s, s.kcache, d, l, parent[b]),
-						   sizeof(float) * (size_t) t * d);
-					memcpy(cache_at(&s, s.vcache2, d, l, b), cache_at(&s, s.vcache, d, l, parent[b]),
-						   sizeof(float) * (size_t) t * d);
-				}
-			{
-				float	   *swap = s.kcache;
-
-				s.kcache = s.kcache2;
-				s.kcache2 = swap;
-				swap = s.vcache;
-				s.vcache = s.vcache2;
-				s.vcache2 = swap;
-			}
-		}
-		nb = nnew;
-
-		if (t == T)
-			for (int b = 0; b < nb; b++)
-			{
-				memcpy(fin_toks + (size_t) nfin * (T + 1), toks + (size_t) b * (T + 1) + 1,
-					   sizeof(int) * t);
-				fin_len[nfin] = t;
-				fin_score[nfin] = score[b] / pow((double) t, opt->length_penalty);
-				nfin++;
-			}
+		h->toks = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->toks2 = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->score = a->alloc(a->ctx, sizeof(double) * K);
+		h->score2 = a->alloc(a->ctx, sizeof(double) * K);
+		h->parent = a->alloc(a->ctx, sizeof(int) * K);
+		h->fin_toks = a->alloc(a->ctx, sizeof(int) * (size_t) 2 * K * T1);
+		h->fin_len = a->alloc(a->ctx, sizeof(int) * 2 * K);
+		h->fin_score = a->alloc(a->ctx, sizeof(double) * 2 * K);
+		h->nb = 1;
+		h->toks[0] = c->decoder_start_id;
+		h->score[0] = 0.0;
 	}
 
-	best = 0;
-	for (int i = 1; i < nfin; i++)
-		if (fin_score[i] > fin_score[best])
-			best = i;
-	*result = a->alloc(a->ctx, sizeof(int) * (size_t) (nfin > 0 ? fin_len[best] + 1 : 1));
-	if (nfin == 0)
-		return 0;
-	memcpy(*result, fin_toks + (size_t) best * (T + 1), sizeof(int) * fin_len[best]);
-	return fin_len[best];
+	s.x = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.tmp = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.q = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.kv = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.att = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.out = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.hb = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->dec_ffn);
+	s.logits = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->vocab);
+	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, longest));
+	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
+	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
+	s.reorder = a->alloc(a->ctx, sizeof(float) * (size_t) K * s.T * d);
+
+	for (int t = 1; t <= s.T; t++)
+	{
+		int			nr = 0;
+		int			row0 = 0;
+
+		if (interrupt)
+			interrupt();
+		/* the live beams of the sentences still searching, as rows */
+		for (int i = 0; i < nsent; i++)
+		{
+			Search	   *h = &hs[i];
+
+			if (h->done)
+				continue;
+			for (int b = 0; b < h->nb; b++)
+			{
+				StepRow    *r = &rows[nr++];
+
+				r->tok = h->toks[(size_t) b * (h->T + 1) + t - 1];
+				r->slot = i * K + b;
+				r->n_src = h->n_src;
+				r->cross_k = h->cross_k;
+				r->cross_v = h->cross_v;
+			}
+		}
+		if (nr == 0)
+			break;
+		decoder_step(m, &s, nr, rows, t - 1);
+
+		for (int i = 0; i < nsent; i++)
+		{
+			Search	   *h = &hs[i];
+			int			nb = h->nb;
+			int			nnew;
+
+			if (h->done)
+				continue;
+			nnew = search_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, lp, cands, top);
+			row0 += nb;
+			if (nnew == 0)
+			{
+				h->done = true;
+				continue;
+			}
+			if (K > 1)
+				reorder_caches(m, &s, i * K, nnew, h->parent, t);
+			h->nb = nnew;
+		}
+	}
+
+	for (int i = 0; i < nsent; i++)
+	{
+		Search	   *h = &hs[i];
+		int			best = 0;
+
+		for (int j = 1; j < h->nfin; j++)
+			if (h->fin_score[j] > h->fin_score[best])
+				best = j;
+		nresults[i] = h->nfin > 0 ? h->fin_len[best] : 0;
+		results[i] = a->alloc(a->ctx, sizeof(int) * (size_t) (nresults[i] + 1));
+		if (nresults[i] > 0)
+			memcpy(results[i], h->fin_toks + (size_t) best * (h->T + 1), sizeof(int) * nresults[i]);
+	}
 }

@@ -139,4 +139,16 @@ typedef struct TfDecodeOptions
 int			tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt,
 						 int **out, const SpmAlloc *a, void (*interrupt) (void));
 
+/*
+ * tf_translate for nsent sentences at once (src[i] of n_src[i] ids, options
+ * opt[i], all with the same beam_size): every step decodes the live beams
+ * of all of them as rows of the same products.  Each result is the one
+ * tf_translate gives for that sentence alone.  The caller bounds nsent x
+ * beam_size (the caches are (decoder layers, nsent x beams, max_length,
+ * d_model) floats each for keys and values).
+ */
+void		tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int *n_src,
+							   const TfDecodeOptions *opt, int **out, int *nout,
+							   const SpmAlloc *a, void (*interrupt) (void));
+
 #endif							/* MODEL_H */

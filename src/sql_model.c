@@ -593,32 +593,40 @@ check_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* Decoding options for n source ids; NULL-able as in the SQL signature. */
+static void
+DecodeOptions(CachedModel *cm, const char *model, int n, bool beam_null, int32 beam,
+			  bool max_null, int32 max_length, TfDecodeOptions *opt)
+{
+	const TfConfig *c = &cm->model.cfg;
+
+	opt->beam_size = beam_null ? c->num_beams : beam;
+	opt->length_penalty = c->length_penalty;
+	opt->max_length = max_null ? Min(2 * n + 10, c->max_pos) : max_length;
+	if (opt->beam_size < 1 || opt->beam_size > 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("beam_size must be between 1 and 64"),
+				 errdetail("It is %d.", opt->beam_size)));
+	if (opt->max_length < 1 || opt->max_length > c->max_pos)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length must be between 1 and %d, the positions of model \"%s\"",
+						c->max_pos, model),
+				 errdetail("It is %d.", opt->max_length)));
+}
+
 /* The target ids for one text; options NULL-able as in the SQL signature. */
 static int
 GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
 			bool max_null, int32 max_length, int **out)
 {
-	const TfConfig *c = &cm->model.cfg;
 	int			n;
 	int		   *src = SourceIds(cm, model, input, &n);
 	TfDecodeOptions opt;
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
 
-	opt.beam_size = beam_null ? c->num_beams : beam;
-	opt.length_penalty = c->length_penalty;
-	opt.max_length = max_null ? Min(2 * n + 10, c->max_pos) : max_length;
-	if (opt.beam_size < 1 || opt.beam_size > 64)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("beam_size must be between 1 and 64"),
-				 errdetail("It is %d.", opt.beam_size)));
-	if (opt.max_length < 1 || opt.max_length > c->max_pos)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_length must be between 1 and %d, the positions of model \"%s\"",
-						c->max_pos, model),
-				 errdetail("It is %d.", opt.max_length)));
-
+	DecodeOptions(cm, model, n, beam_null, beam, max_null, max_length, &opt);
 	return tf_translate(&cm->model, n, src, &opt, out, &a, check_interrupts);
 }
 
@@ -696,6 +704,11 @@ translate_default(PG_FUNCTION_ARGS)
 								  true, 0, true, 0));
 }
 
+/* translate(text[]): sentences decoded together, at most this many ... */
+#define BATCH_SENTENCES 32
+/* ... and this many beams in all */
+#define BATCH_ROWS 128
+
 PG_FUNCTION_INFO_V1(translate_batch);
 Datum
 translate_batch(PG_FUNCTION_ARGS)
@@ -709,26 +722,74 @@ translate_batch(PG_FUNCTION_ARGS)
 	Datum	   *outs;
 	int			dims[1];
 	int			lbs[1] = {1};
+	int		  **srcs;
+	int		   *nsrc;
+	int		   *which;
+	int			nsent = 0;
+	TfDecodeOptions *opts;
+	Tokenizer  *tgt;
+	MemoryContext batch_cxt;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	inputs = PG_GETARG_ARRAYTYPE_P(0);
 	model = ModelArg(fcinfo, 1);
 	cm = GetModel(model);
+	tgt = GetTokenizer(cm->target_tokenizer);
 	if (ARR_NDIM(inputs) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("inputs must be a 1-D array")));
 	deconstruct_array(inputs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	outs = palloc(sizeof(Datum) * (n + 1));
+	srcs = palloc(sizeof(int *) * (n + 1));
+	nsrc = palloc(sizeof(int) * (n + 1));
+	opts = palloc(sizeof(TfDecodeOptions) * (n + 1));
+	which = palloc(sizeof(int) * (n + 1));
+
+	/* every input checked before any decoding */
 	for (int i = 0; i < n; i++)
-	{
-		/* the same path as the one-row form: identical outputs */
 		if (!nulls[i])
-			outs[i] = PointerGetDatum(TranslateOne(cm, model, DatumGetTextPP(elems[i]),
-												   PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
-												   PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)));
+		{
+			srcs[nsent] = SourceIds(cm, model, DatumGetTextPP(elems[i]), &nsrc[nsent]);
+			DecodeOptions(cm, model, nsrc[nsent],
+						  PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+						  PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), &opts[nsent]);
+			which[nsent++] = i;
+		}
+
+	/*
+	 * Sentences decode together, BATCH_ROWS beams at most, so the weights
+	 * are read once per step for all of them; each result is the one-row
+	 * form's.  Each group's buffers go with its memory context.
+	 */
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "transformer batch", ALLOCSET_DEFAULT_SIZES);
+	for (int first = 0; first < nsent;)
+	{
+		int			k = opts[first].beam_size;
+		int			group = Max(1, Min(BATCH_SENTENCES, BATCH_ROWS / k));
+		int			count = Min(group, nsent - first);
+		int		  **ids;
+		int		   *nids;
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		SpmAlloc	a = PgAllocator(batch_cxt);
+
+		ids = palloc(sizeof(int *) * count);
+		nids = palloc(sizeof(int) * count);
+		tf_translate_batch(&cm->model, count, (const int *const *) srcs + first, nsrc + first,
+						   opts + first, ids, nids, &a, check_interrupts);
+		MemoryContextSwitchTo(old);
+		for (int j = 0; j < count; j++)
+		{
+			Size		len;
+			char	   *str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
+
+			outs[which[first + j]] = PointerGetDatum(FromUtf8(str, len));
+		}
+		MemoryContextReset(batch_cxt);
+		first += count;
 	}
+	MemoryContextDelete(batch_cxt);
 	dims[0] = n;
 	PG_RETURN_ARRAYTYPE_P(construct_md_array(outs, nulls, n > 0 ? 1 : 0, dims, lbs,
 											 TEXTOID, -1, false, TYPALIGN_INT));

@@ -51,6 +51,14 @@ void		tf_matmul(int m, int n, int k,
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 					  const void *w, TfDType dt, const float *bias);
 
+/*
+ * tf_linear, with each row's result independent of the other rows (never
+ * sgemm, whose blocking depends on the row count): a sentence decodes the
+ * same alone or in a batch.
+ */
+void		tf_linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
+						   const void *w, TfDType dt, const float *bias);
+
 /* out (n) = row `row` of w (rows, n), as fp32. */
 void		tf_row_to_float(size_t n, float *out, const void *w, TfDType dt, size_t row);
 
