@@ -4,7 +4,8 @@
  *		usage: bench_gemm sgemm M N K REPS   ->  median GFLOP/s of cblas_sgemm
  *		                                         (x · Wᵀ, as tf_linear calls it)
  *		       bench_gemm linear DTYPE M N K REPS -> median GFLOP/s and weight
- *		                                         GB/s of tf_linear (f32|f16|bf16)
+ *		                                         GB/s of tf_linear (f32|f16|bf16),
+ *		                                         weights packed first
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -83,6 +84,14 @@ main(int argc, char **argv)
 			h = dt == TF_BF16 ? (unsigned short) (bits >> 16) : (unsigned short) (0x2e66 ^ (rand() & 0x83ff));
 			memcpy(w + 2 * i, &h, 2);
 		}
+	}
+	if (linear)
+	{
+		void	   *packed = malloc(tf_packed_size(n, k, dt));
+
+		tf_pack_panels(n, k, packed, w, dt);
+		free(w);
+		w = packed;
 	}
 	for (int r = -1; r < reps; r++)
 	{

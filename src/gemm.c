@@ -1,17 +1,26 @@
 /*
  * gemm.c
- *		Matrix products: tf_matmul (fp32) and tf_linear (x · Wᵀ + b with W
- *		in its stored dtype: fp32, fp16 or bf16).  No postgres.h.
+ *		Matrix products.  No postgres.h.
  *
- * Large products go to OpenBLAS's sgemm.  Products with few rows (decoding:
- * one row per beam) are done here instead: sgemm packs b into a buffer on
- * every call, which for one row costs more than the product, and decoding
- * is bound by how fast the weights stream from memory, so the weights are
- * read once, in their stored width (half the bytes for fp16 and bf16), and
- * converted in registers.
+ * tf_matmul (fp32, row-major, for attention): OpenBLAS's sgemm, except for
+ * a few rows of a (decoding: one query per beam), where sgemm's packing of
+ * b on every call costs more than the product; those are done here as dot
+ * products, each row of b read once and met by up to 4 rows of a.
+ *
+ * tf_linear (x · Wᵀ + b for the model's layers): W is packed once, when the
+ * model loads, into panels of TF_PANEL output rows stored column by column
+ * (see tensor_ops.h), in its stored dtype.  A step of the kernel loads one
+ * panel column (32 weights: one cache line in fp16), converts it in
+ * registers, and multiplies it with the same input column of up to 12 rows
+ * of x, each broadcast: the weights stream from memory once per call, in
+ * half the bytes for fp16 and bf16, and no horizontal sums are needed.
+ * Each output is accumulated over the input in order, one fused
+ * multiply-add at a time, whatever the number of rows: a row's result does
+ * not depend on the other rows, so a sentence decodes the same alone or in
+ * a batch.
  *
  * One body per vector width (AVX-512, AVX2 + FMA, SSE2), chosen at run
- * time; the tile shape is a constant in every inlined copy, so the 4 x 4
+ * time; the tile shapes are constants in every inlined copy, so the
  * accumulators stay in registers.
  */
 #include "tensor_ops.h"
@@ -25,7 +34,7 @@
 #define TF_X86 1
 #endif
 
-/* Below this many rows of a, the products are done here. */
+/* Below this many rows of a, tf_matmul's products are done here. */
 #define SMALL_M 16
 
 float
@@ -67,35 +76,82 @@ tf_dtype_size(TfDType dt)
 	return dt == TF_F32 ? 4 : 2;
 }
 
+/* element i of w; w need not be aligned (tensors come from bytea) */
+static inline float
+element_to_float(const void *w, TfDType dt, size_t i)
+{
+	float		f;
+	uint16_t	h;
+
+	if (dt == TF_F32)
+	{
+		memcpy(&f, (const char *) w + 4 * i, 4);
+		return f;
+	}
+	memcpy(&h, (const char *) w + 2 * i, 2);
+	return dt == TF_F16 ? tf_half_to_float(h) : tf_bf16_to_float(h);
+}
+
 void
-tf_row_to_float(size_t n, float *out, const void *w, TfDType dt, size_t row)
+tf_to_float(size_t n, float *out, const void *w, TfDType dt)
 {
 	if (dt == TF_F32)
-		memcpy(out, (const float *) w + row * n, sizeof(float) * n);
+		memcpy(out, w, sizeof(float) * n);
 	else
-	{
-		const uint16_t *h = (const uint16_t *) w + row * n;
-
 		for (size_t i = 0; i < n; i++)
-			out[i] = dt == TF_F16 ? tf_half_to_float(h[i]) : tf_bf16_to_float(h[i]);
+			out[i] = element_to_float(w, dt, i);
+}
+
+/* ------------------------------------------------------ packed panels */
+
+size_t
+tf_packed_size(size_t rows, size_t cols, TfDType dt)
+{
+	size_t		panels = (rows + TF_PANEL - 1) / TF_PANEL;
+
+	return panels * TF_PANEL * cols * tf_dtype_size(dt);
+}
+
+void
+tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt)
+{
+	size_t		es = tf_dtype_size(dt);
+	char	   *o = out;
+	const char *in = w;
+
+	memset(out, 0, tf_packed_size(rows, cols, dt));
+	for (size_t r = 0; r < rows; r++)
+	{
+		size_t		base = (r / TF_PANEL) * TF_PANEL * cols;
+
+		for (size_t p = 0; p < cols; p++)
+			memcpy(o + (base + p * TF_PANEL + r % TF_PANEL) * es, in + (r * cols + p) * es, es);
 	}
 }
 
+void
+tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, size_t row)
+{
+	size_t		base = (row / TF_PANEL) * TF_PANEL * cols + row % TF_PANEL;
+
+	for (size_t p = 0; p < cols; p++)
+		out[p] = element_to_float(packed, dt, base + p * TF_PANEL);
+}
+
+/* ------------------------------------------------------------- kernels */
+
 /* scalar loads of one element of b, by dtype */
 #define SCALAR_F32(p) (*(p))
-#define SCALAR_F16(p) tf_half_to_float(*(p))
-#define SCALAR_BF16(p) tf_bf16_to_float(*(p))
 
 /*
- * out[r][j] = alpha · a_r · b_j (+ beta · out[r][j]) for a tile of R rows of
- * a by J rows of b, both with k columns.  LOADB loads W elements of b as
- * floats.
+ * tf_matmul for few rows: out[r][j] = alpha · a_r · b_j (+ beta · out[r][j])
+ * for a tile of R rows of a by J rows of b, both with k columns.
  */
-#define DEFINE_DOT_TILE(SFX, DT, TARGET, W, BT, LOADB, SCALARB)				\
+#define DEFINE_DOT_TILE(SFX, TARGET, W)											\
 static inline __attribute__((always_inline, TARGET)) void						\
-dot_tile_##SFX##_##DT(size_t R, size_t J, size_t k, float *out, size_t ldo,	\
-					  const float *a, size_t lda, const BT *b, size_t ldb,		\
-					  float alpha, float beta)									\
+dot_tile_##SFX(size_t R, size_t J, size_t k, float *out, size_t ldo,			\
+			   const float *a, size_t lda, const float *b, size_t ldb,			\
+			   float alpha, float beta)											\
 {																				\
 	vf_##SFX	acc[4][4];														\
 	size_t		p;																\
@@ -108,7 +164,7 @@ dot_tile_##SFX##_##DT(size_t R, size_t J, size_t k, float *out, size_t ldo,	\
 		vf_##SFX	bv[4];														\
 																				\
 		for (size_t j = 0; j < J; j++)											\
-			bv[j] = LOADB(b + j * ldb + p);										\
+			bv[j] = *(const vf_##SFX *) (b + j * ldb + p);						\
 		for (size_t r = 0; r < R; r++)											\
 		{																		\
 			vf_##SFX	av = *(const vf_##SFX *) (a + r * lda + p);				\
@@ -124,32 +180,17 @@ dot_tile_##SFX##_##DT(size_t R, size_t J, size_t k, float *out, size_t ldo,	\
 			float	   *o = out + r * ldo + j;									\
 																				\
 			for (size_t q = p; q < k; q++)										\
-				s += a[r * lda + q] * SCALARB(b + j * ldb + q);					\
+				s += a[r * lda + q] * b[j * ldb + q];							\
 			*o = beta == 0.0f ? alpha * s : alpha * s + beta * *o;				\
 		}																		\
 }																				\
 																				\
-/* out (n) = b (n) as floats, converted as the tile kernel converts them */	\
-static __attribute__((TARGET, unused)) void										\
-convert_##SFX##_##DT(size_t n, float *out, const BT *b)						\
-{																				\
-	size_t		p;																\
-																				\
-	for (p = 0; p + W <= n; p += W)												\
-		*(vf_##SFX *) (out + p) = LOADB(b + p);									\
-	for (; p < n; p++)															\
-		out[p] = SCALARB(b + p);												\
-}																				\
-																				\
 /* out (m, n) = alpha · a (m, k) · bᵀ + beta · out, b (n, k) */				\
 static __attribute__((TARGET)) void												\
-gemm_nt_##SFX##_##DT(size_t m, size_t n, size_t k, float *out, size_t ldo,	\
-					 const float *a, size_t lda, const void *bv, size_t ldb,	\
-					 float alpha, float beta)									\
+gemm_nt_##SFX(size_t m, size_t n, size_t k, float *out, size_t ldo,			\
+			  const float *a, size_t lda, const float *b, size_t ldb,			\
+			  float alpha, float beta)											\
 {																				\
-	const BT   *b = (const BT *) bv;											\
-																				\
-	/* each group of 4 rows of b is read once and meets every row of a */		\
 	for (size_t j = 0; j < n; j += 4)											\
 	{																			\
 		size_t		J = n - j < 4 ? n - j : 4;									\
@@ -159,40 +200,37 @@ gemm_nt_##SFX##_##DT(size_t m, size_t n, size_t k, float *out, size_t ldo,	\
 			size_t		R = m - r < 4 ? m - r : 4;								\
 			float	   *o = out + r * ldo + j;									\
 			const float *ar = a + r * lda;										\
-			const BT   *bj = b + j * ldb;										\
+			const float *bj = b + j * ldb;										\
 																				\
 			switch (R * 4 + J)													\
 			{																	\
-				case 4 + 1: dot_tile_##SFX##_##DT(1, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 4 + 2: dot_tile_##SFX##_##DT(1, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 4 + 3: dot_tile_##SFX##_##DT(1, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 4 + 4: dot_tile_##SFX##_##DT(1, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 8 + 1: dot_tile_##SFX##_##DT(2, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 8 + 2: dot_tile_##SFX##_##DT(2, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 8 + 3: dot_tile_##SFX##_##DT(2, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 8 + 4: dot_tile_##SFX##_##DT(2, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 12 + 1: dot_tile_##SFX##_##DT(3, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 12 + 2: dot_tile_##SFX##_##DT(3, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 12 + 3: dot_tile_##SFX##_##DT(3, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 12 + 4: dot_tile_##SFX##_##DT(3, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 16 + 1: dot_tile_##SFX##_##DT(4, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 16 + 2: dot_tile_##SFX##_##DT(4, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				case 16 + 3: dot_tile_##SFX##_##DT(4, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
-				default: dot_tile_##SFX##_##DT(4, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 4 + 1: dot_tile_##SFX(1, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 4 + 2: dot_tile_##SFX(1, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 4 + 3: dot_tile_##SFX(1, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 4 + 4: dot_tile_##SFX(1, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 8 + 1: dot_tile_##SFX(2, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 8 + 2: dot_tile_##SFX(2, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 8 + 3: dot_tile_##SFX(2, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 8 + 4: dot_tile_##SFX(2, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 12 + 1: dot_tile_##SFX(3, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 12 + 2: dot_tile_##SFX(3, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 12 + 3: dot_tile_##SFX(3, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 12 + 4: dot_tile_##SFX(3, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 16 + 1: dot_tile_##SFX(4, 1, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 16 + 2: dot_tile_##SFX(4, 2, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				case 16 + 3: dot_tile_##SFX(4, 3, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
+				default: dot_tile_##SFX(4, 4, k, o, ldo, ar, lda, bj, ldb, alpha, beta); break; \
 			}																	\
 		}																		\
 	}																			\
-}
-
-/* out (m, n) = alpha · a (m, k) · b (k, n) + beta · out: rows of b, scaled */
-#define DEFINE_GEMM_NN(SFX, TARGET)												\
+}																				\
+																				\
+/* out (m, n) = alpha · a (m, k) · b (k, n) + beta · out: rows of b, scaled */	\
 static __attribute__((TARGET)) void												\
 gemm_nn_##SFX(size_t m, size_t n, size_t k, float *out, size_t ldo,			\
-			  const float *a, size_t lda, const void *bv, size_t ldb,			\
+			  const float *a, size_t lda, const float *b, size_t ldb,			\
 			  float alpha, float beta)											\
 {																				\
-	const float *b = (const float *) bv;										\
-																				\
 	for (size_t r = 0; r < m; r++)												\
 	{																			\
 		float	   *o = out + r * ldo;											\
@@ -210,6 +248,74 @@ gemm_nn_##SFX(size_t m, size_t n, size_t k, float *out, size_t ldo,			\
 	}																			\
 }
 
+/*
+ * tf_linear's kernel: y[r][j0 .. j0+32) = x_r · panel for R rows (R <= MR),
+ * a panel column being NV native vectors of VW floats, LOADP(p, i) the
+ * i-th; only `cols` outputs are stored (the last panel may be partly
+ * padding).
+ */
+#define DEFINE_PANEL(SFX, DT, TARGET, MR, NV, VW, BT, LOADP)					\
+static inline __attribute__((always_inline, TARGET)) void						\
+panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
+						const float *x, size_t ldx, const BT *panel)			\
+{																				\
+	vf_##SFX	acc[MR][NV];													\
+																				\
+	for (size_t r = 0; r < R; r++)												\
+		for (size_t i = 0; i < NV; i++)											\
+			acc[r][i] = (vf_##SFX) {0};											\
+	for (size_t p = 0; p < k; p++)												\
+	{																			\
+		vf_##SFX	w[NV];														\
+																				\
+		for (size_t i = 0; i < NV; i++)											\
+			w[i] = LOADP(panel + p * TF_PANEL, i);								\
+		for (size_t r = 0; r < R; r++)											\
+		{																		\
+			float		xv = x[r * ldx + p];									\
+																				\
+			for (size_t i = 0; i < NV; i++)										\
+				acc[r][i] += xv * w[i];											\
+		}																		\
+	}																			\
+	for (size_t r = 0; r < R; r++)												\
+	{																			\
+		if (cols == TF_PANEL)													\
+			for (size_t i = 0; i < NV; i++)										\
+				*(vf_##SFX *) (y + r * ldy + i * VW) = acc[r][i];				\
+		else																	\
+			for (size_t j = 0; j < cols; j++)									\
+				y[r * ldy + j] = acc[r][j / VW][j % VW];						\
+	}																			\
+}																				\
+																				\
+static __attribute__((TARGET)) void												\
+linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
+					const void *packed)											\
+{																				\
+	const BT   *w = packed;														\
+																				\
+	/* each panel is read from memory once and meets every row of x */		\
+	for (size_t j = 0; j < n; j += TF_PANEL)									\
+	{																			\
+		size_t		cols = n - j < TF_PANEL ? n - j : TF_PANEL;					\
+		const BT   *panel = w + j * k;											\
+																				\
+		for (size_t r = 0; r < m; r += MR)										\
+		{																		\
+			size_t		R = m - r < MR ? m - r : MR;							\
+			float	   *yr = y + r * n + j;										\
+			const float *xr = x + r * k;										\
+																				\
+			switch (R)															\
+			{																	\
+				PANEL_CASES_##SFX(DT)											\
+			}																	\
+		}																		\
+	}																			\
+}
+
+#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -228,54 +334,66 @@ hsum_v3(vf_v3 v)
 }
 #define HSUM_v3(v) hsum_v3(v)
 
-#define V4_F32(p) (*(const vf_v4 *) (p))
-#define V4_F16(p) ((vf_v4) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (p))))
-#define V4_BF16(p) ((vf_v4) _mm512_castsi512_ps(_mm512_slli_epi32( \
-	_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (p))), 16)))
-#define V3_F32(p) (*(const vf_v3 *) (p))
-#define V3_F16(p) ((vf_v3) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (p))))
-#define V3_BF16(p) ((vf_v3) _mm256_castsi256_ps(_mm256_slli_epi32( \
-	_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (p))), 16)))
+DEFINE_DOT_TILE(v4, target("arch=x86-64-v4"), 16)
+DEFINE_DOT_TILE(v3, target("arch=x86-64-v3"), 8)
 
-DEFINE_DOT_TILE(v4, f32, target("arch=x86-64-v4"), 16, float, V4_F32, SCALAR_F32)
-DEFINE_DOT_TILE(v4, f16, target("arch=x86-64-v4"), 16, uint16_t, V4_F16, SCALAR_F16)
-DEFINE_DOT_TILE(v4, bf16, target("arch=x86-64-v4"), 16, uint16_t, V4_BF16, SCALAR_BF16)
-DEFINE_GEMM_NN(v4, target("arch=x86-64-v4"))
-DEFINE_DOT_TILE(v3, f32, target("arch=x86-64-v3"), 8, float, V3_F32, SCALAR_F32)
-DEFINE_DOT_TILE(v3, f16, target("arch=x86-64-v3"), 8, uint16_t, V3_F16, SCALAR_F16)
-DEFINE_DOT_TILE(v3, bf16, target("arch=x86-64-v3"), 8, uint16_t, V3_BF16, SCALAR_BF16)
-DEFINE_GEMM_NN(v3, target("arch=x86-64-v3"))
+/* vector i of a panel column (32 weights), as floats */
+#define V4_F32(p, i) (*(const vf_v4 *) ((p) + 16 * (i)))
+#define V4_F16(p, i) ((vf_v4) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) ((p) + 16 * (i)))))
+#define V4_BF16(p, i) ((vf_v4) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32( \
+	_mm256_loadu_si256((const __m256i *) ((p) + 16 * (i)))), 16)))
+#define V3_F32(p, i) (*(const vf_v3 *) ((p) + 8 * (i)))
+#define V3_F16(p, i) ((vf_v3) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((p) + 8 * (i)))))
+#define V3_BF16(p, i) ((vf_v3) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32( \
+	_mm_loadu_si128((const __m128i *) ((p) + 8 * (i)))), 16)))
+
+/* AVX-512: 12 rows x 2 zmm accumulators; AVX2: 3 rows x 4 ymm */
+#define PANEL_CASES_v4(DT) PANEL_CASE(v4, DT, 1) PANEL_CASE(v4, DT, 2) PANEL_CASE(v4, DT, 3) \
+	PANEL_CASE(v4, DT, 4) PANEL_CASE(v4, DT, 5) PANEL_CASE(v4, DT, 6) PANEL_CASE(v4, DT, 7) \
+	PANEL_CASE(v4, DT, 8) PANEL_CASE(v4, DT, 9) PANEL_CASE(v4, DT, 10) PANEL_CASE(v4, DT, 11) \
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel); break;
+#define PANEL_CASES_v3(DT) PANEL_CASE(v3, DT, 1) PANEL_CASE(v3, DT, 2) \
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel); break;
+
+DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
+DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
+DEFINE_PANEL(v4, bf16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_BF16)
+DEFINE_PANEL(v3, f32, target("arch=x86-64-v3"), 3, 4, 8, float, V3_F32)
+DEFINE_PANEL(v3, f16, target("arch=x86-64-v3"), 3, 4, 8, uint16_t, V3_F16)
+DEFINE_PANEL(v3, bf16, target("arch=x86-64-v3"), 3, 4, 8, uint16_t, V3_BF16)
 #endif
 
-/* the portable fallback: 4-wide vectors, halves converted one by one */
+/* the portable fallback: 4-wide vectors, one row at a time */
 typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 
 #define HSUM_base(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
-#define BASE_F32(p) (*(const vf_base *) (p))
-#define BASE_F16(p) ((vf_base) {SCALAR_F16((p)), SCALAR_F16((p) + 1), SCALAR_F16((p) + 2), SCALAR_F16((p) + 3)})
-#define BASE_BF16(p) ((vf_base) {SCALAR_BF16((p)), SCALAR_BF16((p) + 1), SCALAR_BF16((p) + 2), SCALAR_BF16((p) + 3)})
+#define BASE_F32(p, i) (*(const vf_base *) ((p) + 4 * (i)))
+#define BASE_HALF(p, i, CONV) ((vf_base) {CONV((p)[4 * (i)]), CONV((p)[4 * (i) + 1]), \
+	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
+#define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
+#define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
+#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel); break;
 
-DEFINE_DOT_TILE(base, f32, unused, 4, float, BASE_F32, SCALAR_F32)
-DEFINE_DOT_TILE(base, f16, unused, 4, uint16_t, BASE_F16, SCALAR_F16)
-DEFINE_DOT_TILE(base, bf16, unused, 4, uint16_t, BASE_BF16, SCALAR_BF16)
-DEFINE_GEMM_NN(base, unused)
+DEFINE_DOT_TILE(base, unused, 4)
+DEFINE_PANEL(base, f32, unused, 1, 8, 4, float, BASE_F32)
+DEFINE_PANEL(base, f16, unused, 1, 8, 4, uint16_t, BASE_F16)
+DEFINE_PANEL(base, bf16, unused, 1, 8, 4, uint16_t, BASE_BF16)
 
-typedef void (*gemm_fn) (size_t, size_t, size_t, float *, size_t,
-						 const float *, size_t, const void *, size_t, float, float);
-typedef void (*convert_fn) (size_t, float *, const void *);
+typedef void (*matmul_fn) (size_t, size_t, size_t, float *, size_t,
+						   const float *, size_t, const float *, size_t, float, float);
+typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *);
 
-static gemm_fn gemm_nt[3];		/* by TfDType */
-static convert_fn convert[3];	/* by TfDType; fp32 unused */
-static gemm_fn gemm_nn;
+static matmul_fn gemm_nt;
+static matmul_fn gemm_nn;
+static linear_fn linear_fns[3];	/* by TfDType */
 
 #define PICK(SFX) \
 	do { \
-		gemm_nt[TF_F32] = gemm_nt_##SFX##_f32; \
-		gemm_nt[TF_F16] = gemm_nt_##SFX##_f16; \
-		gemm_nt[TF_BF16] = gemm_nt_##SFX##_bf16; \
-		convert[TF_F16] = (convert_fn) convert_##SFX##_f16; \
-		convert[TF_BF16] = (convert_fn) convert_##SFX##_bf16; \
+		gemm_nt = gemm_nt_##SFX; \
 		gemm_nn = gemm_nn_##SFX; \
+		linear_fns[TF_F32] = linear_##SFX##_f32; \
+		linear_fns[TF_F16] = linear_##SFX##_f16; \
+		linear_fns[TF_BF16] = linear_##SFX##_bf16; \
 	} while (0)
 
 static void
@@ -308,69 +426,22 @@ tf_matmul(int m, int n, int k,
 	}
 	if (gemm_nn == NULL)
 		pick_kernels();
-	(trans_b ? gemm_nt[TF_F32] : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);
-}
-
-/* Rows of a half-precision b converted once per 4 rows of b, not per 4 rows of a. */
-#define CONVERT_MIN_ROWS 8
-#define CONVERT_MAX_K 4096
-
-static void
-linear_tiles(size_t rows, size_t out_dim, size_t in_dim, float *y, const float *x,
-			 const void *w, TfDType dt)
-{
-	if (gemm_nn == NULL)
-		pick_kernels();
-	if (dt != TF_F32 && rows >= CONVERT_MIN_ROWS && in_dim <= CONVERT_MAX_K)
-	{
-		/*
-		 * The same floats meet the same rows in the same order as in the
-		 * half-precision kernel, so the results are bitwise the same.
-		 */
-		float		buf[4 * CONVERT_MAX_K] __attribute__((aligned(64)));
-		const uint16_t *h = w;
-
-		for (size_t j = 0; j < out_dim; j += 4)
-		{
-			size_t		J = out_dim - j < 4 ? out_dim - j : 4;
-
-			convert[dt] (J * in_dim, buf, h + j * in_dim);
-			gemm_nt[TF_F32] (rows, J, in_dim, y + j, out_dim, x, in_dim, buf, in_dim, 1.0f, 0.0f);
-		}
-		return;
-	}
-	gemm_nt[dt] (rows, out_dim, in_dim, y, out_dim, x, in_dim, w, in_dim, 1.0f, 0.0f);
-}
-
-static void
-add_bias(size_t rows, size_t out_dim, float *y, const float *bias)
-{
-	if (bias)
-		for (size_t r = 0; r < rows; r++)
-		{
-			float	   *yr = y + r * out_dim;
-
-			for (size_t j = 0; j < out_dim; j++)
-				yr[j] += bias[j];
-		}
+	(trans_b ? gemm_nt : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);
 }
 
 void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
-		  const void *w, TfDType dt, const float *bias)
+		  const void *packed, TfDType dt, const float *bias)
 {
-	if (dt == TF_F32 && rows > SMALL_M)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in_dim,
-					1.0f, x, in_dim, (const float *) w, in_dim, 0.0f, y, out_dim);
-	else
-		linear_tiles(rows, out_dim, in_dim, y, x, w, dt);
-	add_bias(rows, out_dim, y, bias);
-}
+	if (gemm_nn == NULL)
+		pick_kernels();
+	linear_fns[dt] (rows, out_dim, in_dim, y, x, packed);
+	if (bias)
+		for (size_t r = 0; r < (size_t) rows; r++)
+		{
+			float	   *yr = y + r * (size_t) out_dim;
 
-void
-tf_linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
-			   const void *w, TfDType dt, const float *bias)
-{
-	linear_tiles(rows, out_dim, in_dim, y, x, w, dt);
-	add_bias(rows, out_dim, y, bias);
+			for (size_t j = 0; j < (size_t) out_dim; j++)
+				yr[j] += bias[j];
+		}
 }

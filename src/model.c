@@ -55,14 +55,6 @@ linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	tf_linear(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
 }
 
-/* linear(), each row's result independent of the others (decoding) */
-static inline void
-linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
-			TfMatrix w, const float *b)
-{
-	tf_linear_rows(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
-}
-
 static void
 activate(TfActivation act, size_t n, float *x)
 {
@@ -118,15 +110,15 @@ block_output(const Block *blk, float *x, const float *fx)
 /* FFN block over rows of x: x := x + fc2(act(fc1(x))), normed as configured. */
 static void
 ffn_block(const TfModel *m, const TfLayerWeights *L, int ffn, int rows,
-		  float *x, float *tmp, float *hb, float *out, bool by_row)
+		  float *x, float *tmp, float *hb, float *out)
 {
 	Block		blk = {m, rows, L->ln_g, L->ln_b};
 	const float *in = block_input(&blk, x, tmp);
 	int			d = m->cfg.d_model;
 
-	(by_row ? linear_rows : linear) (rows, ffn, d, hb, in, L->fc1_w, L->fc1_b);
+	linear(rows, ffn, d, hb, in, L->fc1_w, L->fc1_b);
 	activate(m->cfg.activation, (size_t) rows * ffn, hb);
-	(by_row ? linear_rows : linear) (rows, d, ffn, out, hb, L->fc2_w, L->fc2_b);
+	linear(rows, d, ffn, out, hb, L->fc2_w, L->fc2_b);
 	block_output(&blk, x, out);
 }
 
@@ -143,7 +135,7 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 		const float *p = m->w.enc_pos + (size_t) i * d;
 		float	   *o = out + (size_t) i * d;
 
-		tf_row_to_float(d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
+		tf_packed_row(d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
 		for (size_t j = 0; j < (size_t) d; j++)
 			o[j] = o[j] * scale + p[j];
 	}
@@ -179,7 +171,7 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 		linear(n, d, d, out, att, A->o_w, A->o_b);
 		block_output(&blk, x, out);
 
-		ffn_block(m, L, c->enc_ffn, n, x, tmp, hb, out, false);
+		ffn_block(m, L, c->enc_ffn, n, x, tmp, hb, out);
 	}
 	if (c->final_norm)
 		tf_layer_norm(n, d, x, x, m->w.enc_norm_g, m->w.enc_norm_b, c->ln_eps);
@@ -191,7 +183,7 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
  * Decoding works on rows: each live beam of each sentence of a batch is one
  * row of the decoder's products, so the weights stream through the cache
  * once per step for all of them.  Every row keeps its own cache slot; the
- * products are row-independent (tf_linear_rows), so a sentence decodes the
+ * products are row-independent (tf_linear), so a sentence decodes the
  * same alone or in any batch.
  */
 typedef struct RunState
@@ -244,7 +236,7 @@ decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos
 		const float *p = m->w.dec_pos + (size_t) pos * d;
 		float	   *x = s->x + (size_t) r * d;
 
-		tf_row_to_float(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, rows[r].tok);
+		tf_packed_row(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, rows[r].tok);
 		for (size_t j = 0; j < (size_t) d; j++)
 			x[j] = x[j] * scale + p[j];
 	}
@@ -259,12 +251,12 @@ decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos
 		const float *in = block_input(&blk, s->x, s->tmp);
 
 		/* self-attention over each row's cached keys and values */
-		linear_rows(nr, d, d, s->q, in, A->q_w, A->q_b);
-		linear_rows(nr, d, d, s->kv, in, A->k_w, A->k_b);
+		linear(nr, d, d, s->q, in, A->q_w, A->q_b);
+		linear(nr, d, d, s->kv, in, A->k_w, A->k_b);
 		for (int r = 0; r < nr; r++)
 			memcpy(cache_at(s, s->kcache, d, l, rows[r].slot) + (size_t) pos * d,
 				   s->kv + (size_t) r * d, sizeof(float) * d);
-		linear_rows(nr, d, d, s->kv, in, A->v_w, A->v_b);
+		linear(nr, d, d, s->kv, in, A->v_w, A->v_b);
 		for (int r = 0; r < nr; r++)
 			memcpy(cache_at(s, s->vcache, d, l, rows[r].slot) + (size_t) pos * d,
 				   s->kv + (size_t) r * d, sizeof(float) * d);
@@ -274,27 +266,27 @@ decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos
 								   s->q + (size_t) r * d,
 								   cache_at(s, s->kcache, d, l, rows[r].slot),
 								   cache_at(s, s->vcache, d, l, rows[r].slot), NULL);
-		linear_rows(nr, d, d, s->out, s->att, A->o_w, A->o_b);
+		linear(nr, d, d, s->out, s->att, A->o_w, A->o_b);
 		block_output(&blk, s->x, s->out);
 
 		/* cross-attention over each row's encoder output */
 		in = block_input(&xblk, s->x, s->tmp);
-		linear_rows(nr, d, d, s->q, in, X->q_w, X->q_b);
+		linear(nr, d, d, s->q, in, X->q_w, X->q_b);
 		for (int r = 0; r < nr; r++)
 			tf_multihead_attention(1, rows[r].n_src, d, d, c->dec_heads,
 								   s->att + (size_t) r * d, s->scores,
 								   s->q + (size_t) r * d,
 								   rows[r].cross_k + (size_t) l * rows[r].n_src * d,
 								   rows[r].cross_v + (size_t) l * rows[r].n_src * d, NULL);
-		linear_rows(nr, d, d, s->out, s->att, X->o_w, X->o_b);
+		linear(nr, d, d, s->out, s->att, X->o_w, X->o_b);
 		block_output(&xblk, s->x, s->out);
 
-		ffn_block(m, L, c->dec_ffn, nr, s->x, s->tmp, s->hb, s->out, true);
+		ffn_block(m, L, c->dec_ffn, nr, s->x, s->tmp, s->hb, s->out);
 	}
 	if (c->final_norm)
 		tf_layer_norm(nr, d, s->x, s->x, m->w.dec_norm_g, m->w.dec_norm_b, c->ln_eps);
 
-	linear_rows(nr, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
+	linear(nr, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
 }
 
 /* log-softmax of one row of logits (pad excluded), as doubles. */

@@ -7,8 +7,8 @@
  * Part of the core: no postgres.h.  After llama2.c: a Config, a Weights
  * struct of raw pointers with their shapes, and a RunState of buffers
  * allocated once per call (never inside the loops).  Linear weights are
- * stored as torch.nn.Linear keeps them, (out, in), in the checkpoint's dtype
- * (TfMatrix), and applied as x · Wᵀ; vectors (biases, norms, positions)
+ * (out, in) as torch.nn.Linear keeps them, in the checkpoint's dtype, packed
+ * for tf_linear (TfMatrix), and applied as x · Wᵀ; vectors (biases, norms, positions)
  * are fp32.
  */
 #ifndef MODEL_H
@@ -59,7 +59,7 @@ typedef struct TfConfig
 	float		ln_eps;
 } TfConfig;
 
-/* A weight matrix as stored: row-major, fp32, fp16 or bf16. */
+/* A weight matrix in its stored dtype, packed in panels for tf_linear. */
 typedef struct TfMatrix
 {
 	const void *data;

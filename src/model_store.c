@@ -309,7 +309,7 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	if (t == NULL)
 		return NULL;
 	out = arena_take(wb, sizeof(float) * numel, name);
-	tf_row_to_float(numel, out, t->data, stored_dtype(t), 0);
+	tf_to_float(numel, out, t->data, stored_dtype(t));
 	for (int64 i = 0; i < numel; i++)
 		if (!isfinite(out[i]))
 			not_finite(name);
@@ -317,7 +317,7 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 }
 
 /*
- * The matrix `name` (d0, d1), copied into the arena in its stored dtype;
+ * The matrix `name` (d0, d1), packed into the arena in its stored dtype;
  * data NULL if it is absent and optional.
  */
 static TfMatrix
@@ -330,8 +330,10 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	if (t == NULL)
 		return mat;
 	mat.dtype = stored_dtype(t);
-	mat.data = arena_take(wb, numel * tf_dtype_size(mat.dtype), name);
-	memcpy((void *) mat.data, t->data, numel * tf_dtype_size(mat.dtype));
+	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
+	tf_pack_panels(d0, d1, (void *) mat.data, t->data, mat.dtype);
+	/* checked in the arena, aligned (the padding is zeros) */
+	numel = tf_packed_size(d0, d1, mat.dtype) / tf_dtype_size(mat.dtype);
 	if (mat.dtype == TF_F32)
 	{
 		const float *f = mat.data;
@@ -450,8 +452,11 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 
 		for (int k = 0; k < tensors[i].ndim; k++)
 			numel *= (double) tensors[i].shape[k];
-		bytes += numel * (kept_as_stored(&tensors[i]) ?
-						  tf_dtype_size(stored_dtype(&tensors[i])) : sizeof(float)) + ARENA_ALIGN;
+		if (kept_as_stored(&tensors[i]))
+			bytes += (double) tf_packed_size(tensors[i].shape[0], tensors[i].shape[1],
+											 stored_dtype(&tensors[i])) + ARENA_ALIGN;
+		else
+			bytes += numel * sizeof(float) + ARENA_ALIGN;
 	}
 	if (bytes > (double) MAX_WEIGHT_BYTES)
 		ereport(ERROR,

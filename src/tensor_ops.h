@@ -44,23 +44,32 @@ void		tf_matmul(int m, int n, int k,
 					  bool trans_b, float alpha, float beta);
 
 /*
- * y (rows, out) = x (rows, in) · Wᵀ + bias, W (out, in) as torch.nn.Linear
- * keeps it, in its stored dtype (fp16 and bf16 are converted in registers);
- * bias may be NULL.  gemm.c.
+ * Weight matrices W (out, in), as torch.nn.Linear keeps them, are packed
+ * for tf_linear into panels of TF_PANEL rows of W, each stored column by
+ * column: element (r, p) is at ((r / 32) · in + p) · 32 + r % 32.  The last
+ * panel is padded with zeros.  Packed matrices keep their dtype.
  */
-void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
-					  const void *w, TfDType dt, const float *bias);
+#define TF_PANEL 32
+
+/* Bytes of a (rows, cols) matrix packed in panels. */
+size_t		tf_packed_size(size_t rows, size_t cols, TfDType dt);
+
+/* Pack w (rows, cols), row-major, into out (tf_packed_size bytes). */
+void		tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt);
+
+/* out (cols) = row `row` of a packed matrix, as fp32 (embedding lookups). */
+void		tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, size_t row);
 
 /*
- * tf_linear, with each row's result independent of the other rows (never
- * sgemm, whose blocking depends on the row count): a sentence decodes the
- * same alone or in a batch.
+ * y (rows, out) = x (rows, in) · Wᵀ + bias with W packed (above); bias may
+ * be NULL.  fp16 and bf16 are converted in registers.  Each row's result is
+ * independent of the other rows.  gemm.c.
  */
-void		tf_linear_rows(int rows, int out_dim, int in_dim, float *y, const float *x,
-						   const void *w, TfDType dt, const float *bias);
+void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
+					  const void *packed, TfDType dt, const float *bias);
 
-/* out (n) = row `row` of w (rows, n), as fp32. */
-void		tf_row_to_float(size_t n, float *out, const void *w, TfDType dt, size_t row);
+/* out (n) = n values of dtype dt as fp32. */
+void		tf_to_float(size_t n, float *out, const void *w, TfDType dt);
 
 size_t		tf_dtype_size(TfDType dt);
 float		tf_half_to_float(uint16_t h);
