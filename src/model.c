@@ -289,18 +289,6 @@ decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos
 	linear(nr, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
 }
 
-/* log-softmax of one row of logits (pad excluded), as doubles. */
-static void
-log_softmax_row(const TfConfig *c, float *logits, double *lp)
-{
-	double		lse;
-
-	logits[c->pad_id] = -INFINITY;
-	lse = tf_log_sum_exp(c->vocab, logits);
-	for (size_t j = 0; j < (size_t) c->vocab; j++)
-		lp[j] = (double) logits[j] - lse;
-}
-
 typedef struct Cand
 {
 	double		score;
@@ -321,29 +309,48 @@ cand_cmp(const void *pa, const void *pb)
 	return a->tok - b->tok;
 }
 
-/* The top k entries of lp (vocab) as candidates of beam b, appended to c. */
+/*
+ * The k best tokens of one row of logits (pad excluded) as candidates of
+ * beam b, appended to out: score = base + log-softmax.  Chosen on the float
+ * logits, in the order of (-logit, token); the log-softmax, a shift by the
+ * same log-sum-exp, keeps that order, so only the k winners are converted.
+ */
 static int
-top_k(const double *lp, int vocab, int k, int beam, double base, Cand *out)
+top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 {
 	int			n = 0;
+	int			vocab = c->vocab;
+	float		worst = -INFINITY;
+	double		lse;
+	float		best[2 * TF_MAX_BEAMS];
+	int			ids[2 * TF_MAX_BEAMS];
 
+	logits[c->pad_id] = -INFINITY;
 	for (int j = 0; j < vocab; j++)
 	{
-		Cand		cand = {base + lp[j], beam, j};
+		float		v = logits[j];
 		int			i;
 
-		if (lp[j] == -INFINITY)
+		/* ties go to the lower token id, met first */
+		if (v == -INFINITY || (n == k && v <= worst))
 			continue;
-		if (n == k && cand_cmp(&cand, &out[n - 1]) >= 0)
-			continue;
-		/* insertion into the sorted prefix */
 		i = n < k ? n++ : k - 1;
-		while (i > 0 && cand_cmp(&cand, &out[i - 1]) < 0)
+		while (i > 0 && best[i - 1] < v)
 		{
-			out[i] = out[i - 1];
+			best[i] = best[i - 1];
+			ids[i] = ids[i - 1];
 			i--;
 		}
-		out[i] = cand;
+		best[i] = v;
+		ids[i] = j;
+		worst = best[n - 1];
+	}
+	lse = tf_log_sum_exp(vocab, logits);
+	for (int i = 0; i < n; i++)
+	{
+		out[i].score = base + ((double) best[i] - lse);
+		out[i].beam = beam;
+		out[i].tok = ids[i];
 	}
 	return n;
 }
@@ -376,7 +383,7 @@ typedef struct Search
  */
 static int
 search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
-			int t, double *lp, Cand *cands, Cand *top)
+			int t, Cand *cands, Cand *top)
 {
 	int			K = opt->beam_size;
 	int			T1 = h->T + 1;
@@ -384,10 +391,7 @@ search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *log
 	int			nnew = 0;
 
 	for (int b = 0; b < h->nb; b++)
-	{
-		log_softmax_row(c, logits + (size_t) b * c->vocab, lp);
-		ncand += top_k(lp, c->vocab, 2 * K, b, h->score[b], cands + ncand);
-	}
+		ncand += top_k(c, logits + (size_t) b * c->vocab, 2 * K, b, h->score[b], cands + ncand);
 	qsort(cands, ncand, sizeof(Cand), cand_cmp);
 	if (ncand > 2 * K)
 		ncand = 2 * K;
@@ -440,24 +444,47 @@ search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *log
 	return nnew;
 }
 
-/* Move the caches of slots first..first+nb to their new beams' parents' (t positions). */
+/*
+ * Give the new beams of slots first..first+nb their parents' caches (t
+ * positions).  A beam that stays in its slot keeps its cache; a parent that
+ * another beam needs and whose own slot is overwritten is saved first.
+ */
 static void
 reorder_caches(const TfModel *m, RunState *s, int first, int nb, const int *parent, int t)
 {
 	int			d = m->cfg.d_model;
 	size_t		bytes = sizeof(float) * (size_t) t * d;
+	bool		saved[TF_MAX_BEAMS];
+	bool		any = false;
+
+	/* parents are old beams, maybe beyond nb: only slots below nb are written */
+	for (int b = 0; b < TF_MAX_BEAMS; b++)
+		saved[b] = false;
+	for (int b = 0; b < nb; b++)
+		any |= parent[b] != b;
+	if (!any)
+		return;
+	for (int b = 0; b < nb; b++)
+	{
+		int			p = parent[b];
+
+		if (p != b && p < nb && parent[p] != p)
+			saved[p] = true;
+	}
 
 	for (int l = 0; l < m->cfg.dec_layers; l++)
 		for (int pass = 0; pass < 2; pass++)
 		{
 			float	   *cache = pass == 0 ? s->kcache : s->vcache;
 
+			for (int p = 0; p < nb; p++)
+				if (saved[p])
+					memcpy(s->reorder + (size_t) p * s->T * d, cache_at(s, cache, d, l, first + p), bytes);
 			for (int b = 0; b < nb; b++)
-				memcpy(s->reorder + (size_t) b * s->T * d,
-					   cache_at(s, cache, d, l, first + parent[b]), bytes);
-			for (int b = 0; b < nb; b++)
-				memcpy(cache_at(s, cache, d, l, first + b),
-					   s->reorder + (size_t) b * s->T * d, bytes);
+				if (parent[b] != b)
+					memcpy(cache_at(s, cache, d, l, first + b),
+						   saved[parent[b]] ? s->reorder + (size_t) parent[b] * s->T * d :
+						   cache_at(s, cache, d, l, first + parent[b]), bytes);
 		}
 }
 
@@ -486,7 +513,6 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	RunState	s;
 	Search	   *hs = a->alloc(a->ctx, sizeof(Search) * nsent);
 	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
-	double	   *lp = a->alloc(a->ctx, sizeof(double) * c->vocab);
 	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
 	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * 2 * K);
 	float	   *memory;
@@ -585,7 +611,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 
 			if (h->done)
 				continue;
-			nnew = search_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, lp, cands, top);
+			nnew = search_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, cands, top);
 			row0 += nb;
 			if (nnew == 0)
 			{

@@ -123,6 +123,9 @@ void		tf_embed(const TfModel *m, int n, const int *ids, float *out);
 /* out (n, d) = the encoder's output for ids (no padding). */
 void		tf_encode(const TfModel *m, int n, const int *ids, float *out, const SpmAlloc *a);
 
+/* The largest beam_size tf_translate accepts (the caller checks). */
+#define TF_MAX_BEAMS 64
+
 /* Decoding options; max_length counts generated tokens, EOS included. */
 typedef struct TfDecodeOptions
 {

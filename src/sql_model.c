@@ -603,10 +603,10 @@ DecodeOptions(CachedModel *cm, const char *model, int n, bool beam_null, int32 b
 	opt->beam_size = beam_null ? c->num_beams : beam;
 	opt->length_penalty = c->length_penalty;
 	opt->max_length = max_null ? Min(2 * n + 10, c->max_pos) : max_length;
-	if (opt->beam_size < 1 || opt->beam_size > 64)
+	if (opt->beam_size < 1 || opt->beam_size > TF_MAX_BEAMS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("beam_size must be between 1 and 64"),
+				 errmsg("beam_size must be between 1 and %d", TF_MAX_BEAMS),
 				 errdetail("It is %d.", opt->beam_size)));
 	if (opt->max_length < 1 || opt->max_length > c->max_pos)
 		ereport(ERROR,

@@ -191,33 +191,56 @@ tf_log_sum_exp(int n, const float *x)
 	return max + log(sum);
 }
 
+#define NORM_LANES 8
+
+/* Mean and variance in double, in lanes the compiler can vectorize. */
+TF_MULTIVERSION
 void
 tf_layer_norm(int rows, int d, float *out, const float *x,
 			  const float *gamma, const float *beta, float eps)
 {
-	for (int r = 0; r < rows; r++)
+	size_t		n = (size_t) d;
+
+	for (size_t r = 0; r < (size_t) rows; r++)
 	{
-		const float *xr = x + (size_t) r * d;
-		float	   *yr = out + (size_t) r * d;
+		const float *xr = x + r * n;
+		float	   *yr = out + r * n;
+		double		lanes[NORM_LANES] = {0};
 		double		mean = 0.0;
 		double		var = 0.0;
+		float		meanf;
 		float		inv;
+		size_t		j;
 
-		for (int j = 0; j < d; j++)
+		for (j = 0; j + NORM_LANES <= n; j += NORM_LANES)
+			for (size_t l = 0; l < NORM_LANES; l++)
+				lanes[l] += xr[j + l];
+		for (; j < n; j++)
 			mean += xr[j];
-		mean /= d;
-		for (int j = 0; j < d; j++)
+		for (size_t l = 0; l < NORM_LANES; l++)
 		{
-			double		c = xr[j] - mean;
-
-			var += c * c;
+			mean += lanes[l];
+			lanes[l] = 0.0;
 		}
+		mean /= d;
+		for (j = 0; j + NORM_LANES <= n; j += NORM_LANES)
+			for (size_t l = 0; l < NORM_LANES; l++)
+			{
+				double		c = xr[j + l] - mean;
+
+				lanes[l] += c * c;
+			}
+		for (; j < n; j++)
+			var += (xr[j] - mean) * (xr[j] - mean);
+		for (size_t l = 0; l < NORM_LANES; l++)
+			var += lanes[l];
 		var /= d;				/* biased, as torch.nn.LayerNorm */
 		inv = (float) (1.0 / sqrt(var + eps));
+		meanf = (float) mean;
 
-		for (int j = 0; j < d; j++)
+		for (j = 0; j < n; j++)
 		{
-			float		v = ((float) (xr[j] - mean)) * inv;
+			float		v = (xr[j] - meanf) * inv;
 
 			yr[j] = v * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
 		}
@@ -238,11 +261,12 @@ tf_gelu(size_t n, float *x)
 		x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float) M_SQRT1_2));
 }
 
+TF_MULTIVERSION
 void
 tf_silu(size_t n, float *x)
 {
 	for (size_t i = 0; i < n; i++)
-		x[i] = x[i] / (1.0f + expf(-x[i]));
+		x[i] = x[i] / (1.0f + exp_fast(-x[i]));
 }
 
 double
