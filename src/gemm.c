@@ -289,14 +289,62 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 	}																			\
 }																				\
 																				\
+/*																				\
+ * The same for R rows (R <= 3) and 4 whole panels at once: with so few rows	\
+ * one panel's accumulators are too few to hide the latency of the fused		\
+ * multiply-adds; each output still sums in the same order.						\
+ */																				\
+static inline __attribute__((always_inline, TARGET)) void						\
+panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
+						 const float *x, size_t ldx, const BT *panel)			\
+{																				\
+	vf_##SFX	acc[3][4][NV];													\
+																				\
+	for (size_t r = 0; r < R; r++)												\
+		for (size_t q = 0; q < 4; q++)											\
+			for (size_t i = 0; i < NV; i++)										\
+				acc[r][q][i] = (vf_##SFX) {0};									\
+	for (size_t p = 0; p < k; p++)												\
+	{																			\
+		vf_##SFX	w[4][NV];													\
+																				\
+		for (size_t q = 0; q < 4; q++)											\
+			for (size_t i = 0; i < NV; i++)										\
+				w[q][i] = LOADP(panel + (q * k + p) * TF_PANEL, i);				\
+		for (size_t r = 0; r < R; r++)											\
+		{																		\
+			float		xv = x[r * ldx + p];									\
+																				\
+			for (size_t q = 0; q < 4; q++)										\
+				for (size_t i = 0; i < NV; i++)									\
+					acc[r][q][i] += xv * w[q][i];								\
+		}																		\
+	}																			\
+	for (size_t r = 0; r < R; r++)												\
+		for (size_t q = 0; q < 4; q++)											\
+			for (size_t i = 0; i < NV; i++)										\
+				*(vf_##SFX *) (y + r * ldy + q * TF_PANEL + i * VW) = acc[r][q][i];	\
+}																				\
+																				\
 static __attribute__((TARGET)) void												\
 linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 					const void *packed)											\
 {																				\
 	const BT   *w = packed;														\
+	size_t		j = 0;															\
 																				\
+	if (m <= 3 && MR > 1)														\
+		for (; j + 4 * TF_PANEL <= n; j += 4 * TF_PANEL)						\
+		{																		\
+			if (m == 1)															\
+				panel4_tile_##SFX##_##DT(1, k, y + j, n, x, k, w + j * k);		\
+			else if (m == 2)													\
+				panel4_tile_##SFX##_##DT(2, k, y + j, n, x, k, w + j * k);		\
+			else																\
+				panel4_tile_##SFX##_##DT(3, k, y + j, n, x, k, w + j * k);		\
+		}																		\
 	/* each panel is read from memory once and meets every row of x */		\
-	for (size_t j = 0; j < n; j += TF_PANEL)									\
+	for (; j < n; j += TF_PANEL)												\
 	{																			\
 		size_t		cols = n - j < TF_PANEL ? n - j : TF_PANEL;					\
 		const BT   *panel = w + j * k;											\
