@@ -23,6 +23,31 @@ def psql(sql):
                           input=sql, capture_output=True, text=True, check=True).stdout.strip()
 
 
+class Session:
+    """One psql session kept open, so measurements on both sides can
+    alternate (the speed of a shared machine drifts over minutes)."""
+
+    def __init__(self):
+        self.p = subprocess.Popen(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def query(self, sql):
+        self.p.stdin.write(sql + "\n\\echo __end__\n")
+        self.p.stdin.flush()
+        out = []
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("psql exited")
+            if line.rstrip("\n") == "__end__":
+                return "\n".join(out)
+            out.append(line.rstrip("\n"))
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
 def quote(s):
     return "'" + s.replace("'", "''") + "'"
 

@@ -7,6 +7,8 @@ For each of the first N Multi30k test_2016_flickr sentences, greedy and beam
   fp32, OpenBLAS with this CPU's kernels), median of REPS runs;
 - SQL: SELECT translate(sentence, model, beam) timed inside the server
   (tokenizing and detokenizing included), median of REPS runs.
+The two sides alternate sentence by sentence, so a drift in the speed of a
+shared machine affects both.
 The ratio PyTorch / SQL per sentence is summarized as median [min, max].
 The generated ids are compared too (SQL generate() vs PyTorch).
 
@@ -42,24 +44,21 @@ def run(name, directory, lang, n, reps):
     tr = bl.mt.Translator(directory)
     dec = td.IncrementalDecoder(tr.model)
     sents = bl.sentences(lang, n)
-    script = [bl.TIMER]
-    for s in sents:
-        for beam in (1, 4):
-            script.append("SELECT pg_temp.bench_median(%s, %d), generate(%s, %s, %d);" % (
-                bl.quote("SELECT translate(%s, %s, %d)" % (bl.quote(s), bl.quote(name), beam)),
-                reps, bl.quote(s), bl.quote(name), beam))
-    # warm the model cache first
-    out = bl.psql("SELECT length(translate('a', %s, 1));\n" % bl.quote(name) + "\n".join(script))
-    rows = [l.split("|") for l in out.split("\n")[1:]]
+    sess = bl.Session()
+    sess.query(bl.TIMER + "SELECT length(translate('a', %s, 1));" % bl.quote(name))  # warm the cache
     ratios = {1: [], 4: []}
     totals = {1: [0.0, 0.0], 4: [0.0, 0.0]}
     agree = {1: 0, 4: 0}
     tokens = {1: 0, 4: 0}
-    for i, s in enumerate(sents):
+    for s in sents:
         src = tr.source_ids(s)
-        for j, beam in enumerate((1, 4)):
-            sql_t = float(rows[2 * i + j][0])
-            sql_ids = [int(x) for x in rows[2 * i + j][1].strip("{}").split(",") if x]
+        for beam in (1, 4):
+            # the two sides alternate, sentence by sentence
+            row = sess.query("SELECT pg_temp.bench_median(%s, %d), generate(%s, %s, %d);" % (
+                bl.quote("SELECT translate(%s, %s, %d)" % (bl.quote(s), bl.quote(name), beam)),
+                reps, bl.quote(s), bl.quote(name), beam)).split("|")
+            sql_t = float(row[0])
+            sql_ids = [int(x) for x in row[1].strip("{}").split(",") if x]
             if beam == 1:
                 t, ids = time_torch(lambda: dec.greedy(src), reps)
             else:
@@ -69,6 +68,7 @@ def run(name, directory, lang, n, reps):
             totals[beam][1] += sql_t
             agree[beam] += ids == sql_ids
             tokens[beam] += len(ids) + 1
+    sess.close()
     print("%s: %d sentences, medians of %d runs each, 1 thread, OPENBLAS_CORETYPE=%s"
           % (name, len(sents), reps, os.environ.get("OPENBLAS_CORETYPE")))
     for beam in (1, 4):

@@ -257,7 +257,7 @@ gemm_nn_##SFX(size_t m, size_t n, size_t k, float *out, size_t ldo,			\
 #define DEFINE_PANEL(SFX, DT, TARGET, MR, NV, VW, BT, LOADP)					\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
-						const float *x, size_t ldx, const BT *panel)			\
+						const float *x, size_t ldx, const BT *panel, const BT *next)	\
 {																				\
 	vf_##SFX	acc[MR][NV];													\
 																				\
@@ -268,6 +268,10 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 	{																			\
 		vf_##SFX	w[NV];														\
 																				\
+		/* the next panel, from memory while this one computes */				\
+		if (next)																\
+			for (size_t i = 0; i < TF_PANEL * sizeof(BT); i += 64)				\
+				__builtin_prefetch((const char *) (next + p * TF_PANEL) + i);	\
 		for (size_t i = 0; i < NV; i++)											\
 			w[i] = LOADP(panel + p * TF_PANEL, i);								\
 		for (size_t r = 0; r < R; r++)											\
@@ -352,6 +356,7 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 		for (size_t r = 0; r < m; r += MR)										\
 		{																		\
 			size_t		R = m - r < MR ? m - r : MR;							\
+			const BT   *next = r == 0 && j + TF_PANEL < n ? panel + k * TF_PANEL : NULL;	\
 			float	   *yr = y + r * n + j;										\
 			const float *xr = x + r * k;										\
 																				\
@@ -363,7 +368,7 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 	}																			\
 }
 
-#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel); break;
+#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -399,9 +404,9 @@ DEFINE_DOT_TILE(v3, target("arch=x86-64-v3"), 8)
 #define PANEL_CASES_v4(DT) PANEL_CASE(v4, DT, 1) PANEL_CASE(v4, DT, 2) PANEL_CASE(v4, DT, 3) \
 	PANEL_CASE(v4, DT, 4) PANEL_CASE(v4, DT, 5) PANEL_CASE(v4, DT, 6) PANEL_CASE(v4, DT, 7) \
 	PANEL_CASE(v4, DT, 8) PANEL_CASE(v4, DT, 9) PANEL_CASE(v4, DT, 10) PANEL_CASE(v4, DT, 11) \
-	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel); break;
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next); break;
 #define PANEL_CASES_v3(DT) PANEL_CASE(v3, DT, 1) PANEL_CASE(v3, DT, 2) \
-	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel); break;
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next); break;
 
 DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
 DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
@@ -420,7 +425,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
 #define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
 #define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
-#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel); break;
+#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
 DEFINE_PANEL(base, f32, unused, 1, 8, 4, float, BASE_F32)

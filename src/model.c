@@ -345,7 +345,11 @@ top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 		ids[i] = j;
 		worst = best[n - 1];
 	}
-	lse = tf_log_sum_exp(vocab, logits);
+	/*
+	 * Greedy search needs no scores: one beam, and the argmax decides both
+	 * whether it finishes and what it becomes.
+	 */
+	lse = k > 2 ? tf_log_sum_exp(vocab, logits) : 0.0;
 	for (int i = 0; i < n; i++)
 	{
 		out[i].score = base + ((double) best[i] - lse);
