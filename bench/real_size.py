@@ -67,7 +67,7 @@ def measure(name, import_sql):
     bl.psql("SELECT drop_model(%s); %s" % (bl.quote(name), import_sql))
     t_import = time.perf_counter() - t0
     stored = int(bl.psql("SELECT sum(octet_length(data)) FROM transformer_tensors WHERE model = %s" % bl.quote(name)))
-    table = int(bl.psql("SELECT pg_total_relation_size('transformer_tensors')"))
+    table = int(bl.psql("SELECT sum(pg_column_size(t.*)) FROM transformer_tensors t WHERE model = %s" % bl.quote(name)))
     colds, warms, mems = [], [], []
     for _ in range(REPS):
         out = bl.psql("""\\timing on
@@ -86,7 +86,7 @@ SELECT pg_temp.bench_median($$SELECT count(embed('a', %(m)s)) FROM generate_seri
     per_call = float(bl.psql(loop).split("\n")[-1]) / 10000
     cold = statistics.median(colds)
     print("%s: %.1f MB of stored weights" % (name, stored / 1e6))
-    print("  import_model():          %.2f s; transformer_tensors %.1f MB" % (t_import, table / 1e6))
+    print("  import_model():          %.2f s; rows in transformer_tensors %.1f MB" % (t_import, table / 1e6))
     print("  cold load:               %.3f s [%.3f, %.3f], %.0f MB/s" % (cold, min(colds), max(colds), stored / 1e6 / cold))
     print("  warm embed('a') call:    %.2f us (all of it: an upper bound on finding the cached model)" % (per_call * 1e6))
     print("  backend memory:          %.1f MB, %.3fx the stored weights" % (mems[0] / 1e6, mems[0] / stored))

@@ -11,6 +11,7 @@
 #include "utils/memutils.h"
 
 #include "pg_arrays.h"
+#include "tensor_ops.h"
 
 /* Element type, NULLs and non-finite values, for any dimensionality. */
 static void
@@ -29,6 +30,8 @@ CheckElements(ArrayType *arr, const char *name)
 
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	data = (const float *) ARR_DATA_PTR(arr);
+	if (likely(tf_all_finite(n, data)))
+		return;
 	for (int i = 0; i < n; i++)
 		if (unlikely(!isfinite(data[i])))
 			ereport(ERROR,

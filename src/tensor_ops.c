@@ -269,12 +269,38 @@ tf_silu(size_t n, float *x)
 		x[i] = x[i] / (1.0f + exp_fast(-x[i]));
 }
 
+/* Σ a·b in double, in lanes the compiler can vectorize. */
+TF_MULTIVERSION
 double
 tf_dot(int n, const float *a, const float *b)
 {
+	double		lanes[NORM_LANES] = {0};
 	double		sum = 0.0;
+	size_t		i;
 
-	for (int i = 0; i < n; i++)
+	for (i = 0; i + NORM_LANES <= (size_t) n; i += NORM_LANES)
+		for (size_t l = 0; l < NORM_LANES; l++)
+			lanes[l] += (double) a[i + l] * b[i + l];
+	for (; i < (size_t) n; i++)
 		sum += (double) a[i] * b[i];
+	for (size_t l = 0; l < NORM_LANES; l++)
+		sum += lanes[l];
 	return sum;
+}
+
+/* Whether no value is NaN or infinite: a test of the exponent bits, vectorized. */
+TF_MULTIVERSION
+bool
+tf_all_finite(size_t n, const float *x)
+{
+	uint32_t	bad = 0;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		uint32_t	bits;
+
+		memcpy(&bits, &x[i], sizeof(bits));
+		bad |= (bits & 0x7f800000u) == 0x7f800000u;
+	}
+	return bad == 0;
 }

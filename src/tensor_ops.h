@@ -93,4 +93,7 @@ void		tf_silu(size_t n, float *x);	/* x·sigmoid(x), a.k.a. swish */
 /* Σ a[i]·b[i] accumulated in double. */
 double		tf_dot(int n, const float *a, const float *b);
 
+/* true if none of the n values is NaN or infinite. */
+bool		tf_all_finite(size_t n, const float *x);
+
 #endif							/* TENSOR_OPS_H */
