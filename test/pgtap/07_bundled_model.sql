@@ -10,7 +10,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(6);
+SELECT plan(8);
 
 SELECT cmp_ok(import_model('multi30k_de_en'), '>', 1000000::bigint, 'import_model(name) loads the bundled model without a path');
 SELECT throws_ok($$SELECT import_model('no_such_bundle')$$, '42704', 'no bundled model "no_such_bundle"', 'an unknown bundled model');
@@ -27,6 +27,13 @@ SELECT is((SELECT array_agg(de) FROM expected WHERE translate(de) <> beam4), NUL
   'beam-4 translations (the default) as PyTorch decodes them: ' || (SELECT string_agg(beam4, ' | ') FROM expected));
 SELECT is(translate(ARRAY(SELECT de FROM expected), 'multi30k_de_en'), ARRAY(SELECT beam4 FROM expected),
   'the batch form translates the same');
+-- 40 sentences: two groups decoded together (32 + 8), beams finishing at different steps
+SELECT is(translate(ARRAY(SELECT de FROM expected, generate_series(1, 5) ORDER BY generate_series, de), 'multi30k_de_en', 1),
+  ARRAY(SELECT greedy FROM expected, generate_series(1, 5) ORDER BY generate_series, de),
+  'greedy batch of 40 as PyTorch decodes each sentence');
+SELECT is(translate(ARRAY(SELECT de FROM expected, generate_series(1, 5) ORDER BY generate_series, de), 'multi30k_de_en', 4),
+  ARRAY(SELECT beam4 FROM expected, generate_series(1, 5) ORDER BY generate_series, de),
+  'beam-4 batch of 40 as PyTorch decodes each sentence');
 
 SELECT * FROM finish();
 ROLLBACK;
