@@ -315,6 +315,8 @@ cand_cmp(const void *pa, const void *pb)
  * logits, in the order of (-logit, token); the log-softmax, a shift by the
  * same log-sum-exp, keeps that order, so only the k winners are converted.
  */
+#define TOP_K_BLOCK 16
+
 static int
 top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 {
@@ -331,6 +333,19 @@ top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 		float		v = logits[j];
 		int			i;
 
+		/* once k are found, skip blocks with nothing better (vectorized) */
+		if (n == k && (j & (TOP_K_BLOCK - 1)) == 0 && j + TOP_K_BLOCK <= vocab)
+		{
+			int			better = 0;
+
+			for (size_t l = 0; l < TOP_K_BLOCK; l++)
+				better |= logits[j + l] > worst;
+			if (!better)
+			{
+				j += TOP_K_BLOCK - 1;
+				continue;
+			}
+		}
 		/* ties go to the lower token id, met first */
 		if (v == -INFINITY || (n == k && v <= worst))
 			continue;
@@ -349,7 +364,7 @@ top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 	 * Greedy search needs no scores: one beam, and the argmax decides both
 	 * whether it finishes and what it becomes.
 	 */
-	lse = k > 2 ? tf_log_sum_exp(vocab, logits) : 0.0;
+	lse = k > 2 && n > 0 ? tf_log_sum_exp_max(vocab, logits, best[0]) : 0.0;
 	for (int i = 0; i < n; i++)
 	{
 		out[i].score = base + ((double) best[i] - lse);

@@ -162,15 +162,12 @@ tf_softmax_rows(int rows, int cols, float *x)
 /* log Σ e^x over n values (-inf ones add nothing); max-subtracted, summed in double. */
 TF_MULTIVERSION
 double
-tf_log_sum_exp(int n, const float *x)
+tf_log_sum_exp_max(int n, const float *x, float max)
 {
-	float		max = -INFINITY;
 	float		lanes[SOFTMAX_LANES] = {0};
 	double		sum = 0.0;
 	size_t		j;
 
-	for (j = 0; j < (size_t) n; j++)
-		max = x[j] > max ? x[j] : max;
 	if (max == -INFINITY)
 		return -INFINITY;
 	for (j = 0; j + SOFTMAX_LANES <= (size_t) n; j += SOFTMAX_LANES)
@@ -189,6 +186,16 @@ tf_log_sum_exp(int n, const float *x)
 	for (size_t l = 0; l < SOFTMAX_LANES; l++)
 		sum += lanes[l];
 	return max + log(sum);
+}
+
+double
+tf_log_sum_exp(int n, const float *x)
+{
+	float		max = -INFINITY;
+
+	for (size_t j = 0; j < (size_t) n; j++)
+		max = x[j] > max ? x[j] : max;
+	return tf_log_sum_exp_max(n, x, max);
 }
 
 #define NORM_LANES 8

@@ -81,6 +81,9 @@ void		tf_softmax_rows(int rows, int cols, float *x);
 /* log Σ exp(x[i]), max-subtracted, summed in double; -inf entries add nothing. */
 double		tf_log_sum_exp(int n, const float *x);
 
+/* The same, the maximum of x already known. */
+double		tf_log_sum_exp_max(int n, const float *x, float max);
+
 /* out (rows, d) = layer_norm(x) · gamma + beta over the last dimension. */
 void		tf_layer_norm(int rows, int d, float *out, const float *x,
 						  const float *gamma, const float *beta, float eps);
