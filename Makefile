@@ -84,9 +84,9 @@ fixtures:
 	$(PYTHON) tools/gen_bundled_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
-bench/bench_gemm: bench/bench_gemm.c $(CORE_SRC) src/*.h
+bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_gemm.c $(CORE_SRC) -lopenblas -lm
-bench/bench_attention: bench/bench_attention.c $(CORE_SRC) src/*.h
+bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm

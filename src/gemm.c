@@ -140,8 +140,6 @@ tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, size_t ro
 
 /* ------------------------------------------------------------- kernels */
 
-/* scalar loads of one element of b, by dtype */
-#define SCALAR_F32(p) (*(p))
 
 /*
  * tf_matmul for few rows: out[r][j] = alpha · a_r · b_j (+ beta · out[r][j])

@@ -355,52 +355,24 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	return mat;
 }
 
-/* matrix() with a printf-style name. */
-static TfMatrix
-named_matrix(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...) pg_attribute_printf(4, 5);
-
-static TfMatrix
-named_matrix(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...)
-{
-	char		name[256];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
-	va_end(ap);
-	return matrix(wb, name, true, d0, d1);
-}
-
-/* weight() with a printf-style name. */
-static const float *
-named(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...) pg_attribute_printf(4, 5);
-
-static const float *
-named(WeightBuilder *wb, int64 d0, int64 d1, const char *fmt,...)
-{
-	char		name[256];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof(name), fmt, ap);
-	va_end(ap);
-	return weight(wb, name, true, d0, d1);
-}
+/* weight() and matrix() of a required tensor with a printf-style name */
+#define NAMED(wb, d0, d1, ...) weight(wb, psprintf(__VA_ARGS__), true, d0, d1)
+#define NAMED_MATRIX(wb, d0, d1, ...) matrix(wb, psprintf(__VA_ARGS__), true, d0, d1)
 
 static void
 attn_weights(WeightBuilder *wb, TfAttnWeights *A, const char *layer, const char *attn,
 			 const char *norm, int d)
 {
-	A->q_w = named_matrix(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
-	A->q_b = named(wb, d, 0, "%s.%s.q_proj.bias", layer, attn);
-	A->k_w = named_matrix(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
-	A->k_b = named(wb, d, 0, "%s.%s.k_proj.bias", layer, attn);
-	A->v_w = named_matrix(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
-	A->v_b = named(wb, d, 0, "%s.%s.v_proj.bias", layer, attn);
-	A->o_w = named_matrix(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
-	A->o_b = named(wb, d, 0, "%s.%s.out_proj.bias", layer, attn);
-	A->ln_g = named(wb, d, 0, "%s.%s.weight", layer, norm);
-	A->ln_b = named(wb, d, 0, "%s.%s.bias", layer, norm);
+	A->q_w = NAMED_MATRIX(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
+	A->q_b = NAMED(wb, d, 0, "%s.%s.q_proj.bias", layer, attn);
+	A->k_w = NAMED_MATRIX(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
+	A->k_b = NAMED(wb, d, 0, "%s.%s.k_proj.bias", layer, attn);
+	A->v_w = NAMED_MATRIX(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
+	A->v_b = NAMED(wb, d, 0, "%s.%s.v_proj.bias", layer, attn);
+	A->o_w = NAMED_MATRIX(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
+	A->o_b = NAMED(wb, d, 0, "%s.%s.out_proj.bias", layer, attn);
+	A->ln_g = NAMED(wb, d, 0, "%s.%s.weight", layer, norm);
+	A->ln_b = NAMED(wb, d, 0, "%s.%s.bias", layer, norm);
 }
 
 static void
@@ -414,12 +386,12 @@ layer_weights(WeightBuilder *wb, TfLayerWeights *L, const char *stack, int i, bo
 	attn_weights(wb, &L->self_attn, layer, "self_attn", "self_attn_layer_norm", d);
 	if (decoder)
 		attn_weights(wb, &L->cross_attn, layer, "encoder_attn", "encoder_attn_layer_norm", d);
-	L->fc1_w = named_matrix(wb, ffn, d, "%s.fc1.weight", layer);
-	L->fc1_b = named(wb, ffn, 0, "%s.fc1.bias", layer);
-	L->fc2_w = named_matrix(wb, d, ffn, "%s.fc2.weight", layer);
-	L->fc2_b = named(wb, d, 0, "%s.fc2.bias", layer);
-	L->ln_g = named(wb, d, 0, "%s.final_layer_norm.weight", layer);
-	L->ln_b = named(wb, d, 0, "%s.final_layer_norm.bias", layer);
+	L->fc1_w = NAMED_MATRIX(wb, ffn, d, "%s.fc1.weight", layer);
+	L->fc1_b = NAMED(wb, ffn, 0, "%s.fc1.bias", layer);
+	L->fc2_w = NAMED_MATRIX(wb, d, ffn, "%s.fc2.weight", layer);
+	L->fc2_b = NAMED(wb, d, 0, "%s.fc2.bias", layer);
+	L->ln_g = NAMED(wb, d, 0, "%s.final_layer_norm.weight", layer);
+	L->ln_b = NAMED(wb, d, 0, "%s.final_layer_norm.bias", layer);
 }
 
 static const float *
