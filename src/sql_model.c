@@ -616,6 +616,30 @@ DecodeOptions(CachedModel *cm, const char *model, int n, bool beam_null, int32 b
 				 errdetail("It is %d.", opt->max_length)));
 }
 
+/* Bytes of one of the decoder's key and value caches for rows beams of up to max_length. */
+static double
+CacheBytes(CachedModel *cm, int rows, int max_length)
+{
+	const TfConfig *c = &cm->model.cfg;
+
+	return (double) c->dec_layers * rows * max_length * c->d_model * sizeof(float);
+}
+
+/* ERROR before decoding if a cache would exceed what one allocation may take. */
+static void
+CheckCacheSize(CachedModel *cm, const char *model, int rows, int max_length)
+{
+	double		bytes = CacheBytes(cm, rows, max_length);
+
+	if (bytes > (double) MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("decoding with model \"%s\" would need a key/value cache of %.0f MB", model, bytes / (1024.0 * 1024.0)),
+				 errdetail("%d beams of up to %d tokens; the limit is %zu MB.",
+						   rows, max_length, (size_t) (MaxAllocSize / (1024 * 1024))),
+				 errhint("Use a smaller beam_size or max_length.")));
+}
+
 /* The target ids for one text; options NULL-able as in the SQL signature. */
 static int
 GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
@@ -627,6 +651,7 @@ GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
 
 	DecodeOptions(cm, model, n, beam_null, beam, max_null, max_length, &opt);
+	CheckCacheSize(cm, model, opt.beam_size, opt.max_length);
 	return tf_translate(&cm->model, n, src, &opt, out, &a, check_interrupts);
 }
 
@@ -755,6 +780,7 @@ translate_batch(PG_FUNCTION_ARGS)
 			DecodeOptions(cm, model, nsrc[nsent],
 						  PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
 						  PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), &opts[nsent]);
+			CheckCacheSize(cm, model, opts[nsent].beam_size, opts[nsent].max_length);
 			which[nsent++] = i;
 		}
 
@@ -769,11 +795,17 @@ translate_batch(PG_FUNCTION_ARGS)
 		int			k = opts[first].beam_size;
 		int			group = Max(1, Min(BATCH_SENTENCES, BATCH_ROWS / k));
 		int			count = Min(group, nsent - first);
+		int			longest = 0;
 		int		  **ids;
 		int		   *nids;
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
 		SpmAlloc	a = PgAllocator(batch_cxt);
 
+		/* fewer sentences at once if their caches would be too large */
+		for (int j = 0; j < count; j++)
+			longest = Max(longest, opts[first + j].max_length);
+		while (count > 1 && CacheBytes(cm, count * k, longest) > (double) MaxAllocSize)
+			count /= 2;
 		ids = palloc(sizeof(int *) * count);
 		nids = palloc(sizeof(int) * count);
 		tf_translate_batch(&cm->model, count, (const int *const *) srcs + first, nsrc + first,
