@@ -447,19 +447,64 @@ static linear_fn linear_fns[3];	/* by TfDType */
 		linear_fns[TF_BF16] = linear_##SFX##_bf16; \
 	} while (0)
 
+static bool
+cpu_has_v4(void)
+{
+#ifdef TF_X86
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("fma");
+#else
+	return false;
+#endif
+}
+
+static bool
+cpu_has_v3(void)
+{
+#ifdef TF_X86
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+	return false;
+#endif
+}
+
 static void
 pick_kernels(void)
 {
 	PICK(base);
 #ifdef TF_X86
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-		__builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("fma"))
+	if (cpu_has_v4())
 		PICK(v4);
-	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+	else if (cpu_has_v3())
 		PICK(v3);
 #endif
+}
+
+const char *
+tf_gemm_kernels(int level)
+{
+	if (level < 0)
+		pick_kernels();
+#ifdef TF_X86
+	else if (level == 2 && cpu_has_v4())
+		PICK(v4);
+	else if (level == 1 && cpu_has_v3())
+		PICK(v3);
+#endif
+	else if (level == 0)
+		PICK(base);
+	else
+		return NULL;
+#ifdef TF_X86
+	if (linear_fns[TF_F32] == linear_v4_f32)
+		return "avx512";
+	if (linear_fns[TF_F32] == linear_v3_f32)
+		return "avx2";
+#endif
+	return "portable";
 }
 
 void

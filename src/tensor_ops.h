@@ -68,6 +68,14 @@ void		tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, siz
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 					  const void *packed, TfDType dt, const float *bias);
 
+/*
+ * Choose the kernels of tf_linear and tf_matmul: -1 by CPU features (the
+ * default), 2 AVX-512, 1 AVX2 + FMA, 0 portable.  Returns their name, or
+ * NULL if this CPU lacks them.  For tests, which run every family the CPU
+ * has.
+ */
+const char *tf_gemm_kernels(int level);
+
 /* out (n) = n values of dtype dt as fp32. */
 void		tf_to_float(size_t n, float *out, const void *w, TfDType dt);
 

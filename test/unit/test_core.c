@@ -230,7 +230,7 @@ run_case(const Case *c)
  * be bitwise the same computed alone; tf_packed_row must give back the rows.
  */
 static void
-test_linear(void)
+test_linear(const char *kernels)
 {
 	static const int shapes[][3] = {	/* rows, out, in */
 		{1, 1, 1}, {1, 33, 17}, {4, 64, 256}, {13, 100, 70}, {12, 32, 5},
@@ -292,7 +292,7 @@ test_linear(void)
 				}
 			tf_pack_panels(n, k, packed, w, dt);
 			tf_linear(m, n, k, y, x, packed, dt, bias);
-			snprintf(label, sizeof(label), "linear_%s_%dx%dx%d", names[dt], m, n, k);
+			snprintf(label, sizeof(label), "%s_%s_%dx%dx%d", kernels, names[dt], m, n, k);
 			check_tensor(label, "vs double", y, ref, m * n, 1e-4f * (1 + k / 64));
 			for (int r = 0; r < m; r++)
 			{
@@ -322,6 +322,50 @@ test_linear(void)
 			free(y1);
 			free(ref);
 			free(row);
+		}
+}
+
+/* tf_matmul with few rows of a (this file's kernels, not sgemm), both layouts of b. */
+static void
+test_small_matmul(const char *kernels)
+{
+	static const int shapes[][3] = {{1, 1, 1}, {1, 37, 64}, {3, 5, 17}, {16, 9, 33}, {7, 130, 8}};
+
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+		for (int trans = 0; trans <= 1; trans++)
+		{
+			int			m = shapes[si][0],
+						n = shapes[si][1],
+						k = shapes[si][2];
+			float	   *a = xmalloc(sizeof(float) * m * k);
+			float	   *b = xmalloc(sizeof(float) * n * k);
+			float	   *out = xmalloc(sizeof(float) * m * n);
+			float	   *ref = xmalloc(sizeof(float) * m * n);
+			char		label[64];
+
+			for (int i = 0; i < m * k; i++)
+				a[i] = (float) rand() / RAND_MAX - 0.5f;
+			for (int i = 0; i < n * k; i++)
+				b[i] = (float) rand() / RAND_MAX - 0.5f;
+			for (int i = 0; i < m * n; i++)
+				out[i] = 1.0f;
+			for (int r = 0; r < m; r++)
+				for (int j = 0; j < n; j++)
+				{
+					double		acc = 0.0;
+
+					for (int p = 0; p < k; p++)
+						acc += (double) a[r * k + p] * (trans ? b[j * k + p] : b[p * n + j]);
+					/* alpha 0.5, beta 1 on a matrix of ones */
+					ref[r * n + j] = (float) (0.5 * acc + 1.0);
+				}
+			tf_matmul(m, n, k, out, n, a, k, b, trans ? k : n, trans, 0.5f, 1.0f);
+			snprintf(label, sizeof(label), "%s_matmul_%s_%dx%dx%d", kernels, trans ? "nt" : "nn", m, n, k);
+			check_tensor(label, "vs double", out, ref, m * n, 1e-5f * (1 + k / 16));
+			free(a);
+			free(b);
+			free(out);
+			free(ref);
 		}
 }
 
@@ -390,7 +434,20 @@ main(int argc, char **argv)
 	}
 	fclose(f);
 
-	test_linear();
+	/* every kernel family this CPU can run (fixture cases above: the default) */
+	for (int level = 2; level >= 0; level--)
+	{
+		const char *kernels = tf_gemm_kernels(level);
+
+		if (kernels)
+		{
+			test_linear(kernels);
+			test_small_matmul(kernels);
+		}
+		else
+			printf("skip kernels of level %d: not on this CPU\n", level);
+	}
+	tf_gemm_kernels(-1);
 
 	if (ncases == 0)
 	{
