@@ -141,20 +141,48 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 	}
 }
 
-void
-tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
+/* The encoder's buffers for inputs of up to n tokens. */
+typedef struct EncodeState
+{
+	float	   *tmp;			/* (n, d) */
+	float	   *q;				/* (n, d) */
+	float	   *k;				/* (n, d) */
+	float	   *v;				/* (n, d) */
+	float	   *att;			/* (n, d) */
+	float	   *out;			/* (n, d) */
+	float	   *hb;				/* (n, ffn) */
+	float	   *scores;			/* (n, n) */
+} EncodeState;
+
+static void
+encode_state_alloc(const TfModel *m, int n, EncodeState *e, const SpmAlloc *a)
+{
+	size_t		nd = (size_t) n * m->cfg.d_model;
+
+	e->tmp = a->alloc(a->ctx, sizeof(float) * nd);
+	e->q = a->alloc(a->ctx, sizeof(float) * nd);
+	e->k = a->alloc(a->ctx, sizeof(float) * nd);
+	e->v = a->alloc(a->ctx, sizeof(float) * nd);
+	e->att = a->alloc(a->ctx, sizeof(float) * nd);
+	e->out = a->alloc(a->ctx, sizeof(float) * nd);
+	e->hb = a->alloc(a->ctx, sizeof(float) * (size_t) n * m->cfg.enc_ffn);
+	e->scores = a->alloc(a->ctx, sizeof(float) * (size_t) n * n);
+}
+
+/* x (n, d) = the encoder's output for ids, in e's buffers (n or more tokens). */
+static void
+encode(const TfModel *m, int n, const int *ids, float *x, const EncodeState *e)
 {
 	const TfConfig *c = &m->cfg;
 	int			d = c->d_model;
-	size_t		nd = (size_t) n * d;
-	float	   *tmp = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *q = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *k = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *v = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *att = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *out = a->alloc(a->ctx, sizeof(float) * nd);
-	float	   *hb = a->alloc(a->ctx, sizeof(float) * (size_t) n * c->enc_ffn);
-	float	   *scores = a->alloc(a->ctx, sizeof(float) * (size_t) n * n);
+	float	   *tmp = e->tmp,
+			   *q = e->q,
+			   *k = e->k,
+			   *v = e->v,
+			   *att = e->att,
+			   *out = e->out,
+			   *hb = e->hb,
+			   *scores = e->scores;
 
 	tf_embed(m, n, ids, x);
 	for (int l = 0; l < c->enc_layers; l++)
@@ -175,6 +203,15 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 	}
 	if (c->final_norm)
 		tf_layer_norm(n, d, x, x, m->w.enc_norm_g, m->w.enc_norm_b, c->ln_eps);
+}
+
+void
+tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
+{
+	EncodeState e;
+
+	encode_state_alloc(m, n, &e, a);
+	encode(m, n, ids, x, &e);
 }
 
 /* ------------------------------------------------------------ decoder */
@@ -530,6 +567,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	int			maxrows = nsent * K;
 	int			longest = 0;
 	RunState	s;
+	EncodeState enc;
 	Search	   *hs = a->alloc(a->ctx, sizeof(Search) * nsent);
 	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
 	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
@@ -544,6 +582,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 		longest = imax(longest, n_src[i]);
 	}
 	memory = a->alloc(a->ctx, sizeof(float) * (size_t) longest * d);
+	encode_state_alloc(m, longest, &enc, a);
 
 	/* each sentence's encoder, then its cross-attention K and V, once */
 	for (int i = 0; i < nsent; i++)
@@ -557,7 +596,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 		memset(h, 0, sizeof(Search));
 		h->n_src = n;
 		h->T = opt[i].max_length;
-		tf_encode(m, n, src[i], memory, a);
+		encode(m, n, src[i], memory, &enc);
 		h->cross_k = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
 		h->cross_v = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
 		for (int l = 0; l < L; l++)

@@ -558,6 +558,66 @@ SourceIds(CachedModel *cm, const char *model, text *input, int *n)
 	return ids;
 }
 
+/*
+ * Decoding's buffers (encoder scratch, key/value caches, logits), kept from
+ * one call to the next so that translate() does not allocate them and
+ * fault in fresh pages every time.  A call takes them from the workspace
+ * in order; what does not fit comes from the caller's memory context, and
+ * the next call grows the workspace to what this one needed, up to
+ * WORKSPACE_MAX bytes, held by the backend for its lifetime.  Nothing in
+ * the core reads a buffer before writing it, so none is zeroed.
+ */
+#define WORKSPACE_MAX ((Size) 64 * 1024 * 1024)
+#define WORKSPACE_ALIGN 64
+
+typedef struct Workspace
+{
+	char	   *raw;			/* in TopMemoryContext */
+	char	   *base;			/* raw, aligned */
+	Size		size;
+	Size		used;			/* by the current call */
+	Size		need;			/* what the current call asked for */
+} Workspace;
+
+static Workspace workspace;
+
+static void *
+workspace_alloc(void *ctx, size_t size)
+{
+	Size		bytes = TYPEALIGN(WORKSPACE_ALIGN, size);
+	void	   *p;
+
+	workspace.need += bytes;
+	if (workspace.used + bytes <= workspace.size)
+	{
+		p = workspace.base + workspace.used;
+		workspace.used += bytes;
+		return p;
+	}
+	return MemoryContextAlloc((MemoryContext) ctx, size);
+}
+
+/* An allocator for one decoding call; overflow goes to cxt. */
+static SpmAlloc
+DecodeWorkspace(MemoryContext cxt)
+{
+	SpmAlloc	a = {workspace_alloc, cxt};
+
+	if (workspace.need > workspace.size && workspace.need <= WORKSPACE_MAX)
+	{
+		if (workspace.raw)
+			pfree(workspace.raw);
+		workspace.raw = NULL;
+		workspace.size = 0;
+		workspace.raw = MemoryContextAlloc(TopMemoryContext, workspace.need + WORKSPACE_ALIGN);
+		workspace.base = (char *) TYPEALIGN(WORKSPACE_ALIGN, workspace.raw);
+		workspace.size = workspace.need;
+	}
+	workspace.used = 0;
+	workspace.need = 0;
+	return a;
+}
+
 PG_FUNCTION_INFO_V1(embed);
 Datum
 embed(PG_FUNCTION_ARGS)
@@ -581,7 +641,7 @@ encode(PG_FUNCTION_ARGS)
 	int			n;
 	int		   *ids = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
 	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
-	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	SpmAlloc	a = DecodeWorkspace(CurrentMemoryContext);
 
 	tf_encode(&cm->model, n, ids, (float *) ARR_DATA_PTR(result), &a);
 	PG_RETURN_ARRAYTYPE_P(result);
@@ -648,10 +708,12 @@ GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int
 	int			n;
 	int		   *src = SourceIds(cm, model, input, &n);
 	TfDecodeOptions opt;
-	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	SpmAlloc	a;
 
 	DecodeOptions(cm, model, n, beam_null, beam, max_null, max_length, &opt);
 	CheckCacheSize(cm, model, opt.beam_size, opt.max_length);
+	/* *out lives in the workspace until the next decoding call */
+	a = DecodeWorkspace(CurrentMemoryContext);
 	return tf_translate(&cm->model, n, src, &opt, out, &a, check_interrupts);
 }
 
@@ -787,7 +849,8 @@ translate_batch(PG_FUNCTION_ARGS)
 	/*
 	 * Sentences decode together, BATCH_ROWS beams at most, so the weights
 	 * are read once per step for all of them; each result is the one-row
-	 * form's.  Each group's buffers go with its memory context.
+	 * form's.  Each group's buffers are the workspace's, and what did not
+	 * fit goes with batch_cxt.
 	 */
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "transformer batch", ALLOCSET_DEFAULT_SIZES);
 	for (int first = 0; first < nsent;)
@@ -799,7 +862,7 @@ translate_batch(PG_FUNCTION_ARGS)
 		int		  **ids;
 		int		   *nids;
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		SpmAlloc	a = PgAllocator(batch_cxt);
+		SpmAlloc	a = DecodeWorkspace(batch_cxt);
 
 		/* fewer sentences at once if their caches would be too large */
 		for (int j = 0; j < count; j++)
