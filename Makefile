@@ -17,6 +17,7 @@ OBJS = \
 	src/spm_encode.o \
 	src/spm_decode.o \
 	src/server_files.o \
+	src/ext_tables.o \
 	src/backend_cache.o \
 	src/tokenizer.o \
 	src/sql_tokenizer.o \

@@ -6,72 +6,26 @@
  * built once, and kept in its own memory context under CacheMemoryContext.
  * A statement trigger on the tables sends a relcache invalidation for them
  * on any change (transformer_invalidate_cache()); every backend's callback
- * then marks the cache stale, and the next lookup starts afresh.  An abort
- * marks it stale too, since rows read in an aborted (sub)transaction may be
- * gone.  The old contexts are handed to the current (sub)transaction, so
- * pointers taken in the running call stay valid until it ends.  The
- * per-call cost is a flag test and a hash probe.
+ * then marks the cache stale, and the next lookup starts afresh.  Nothing
+ * else drops it: an error or rollback that changed none of our tables
+ * costs no reload, and one that did is undone by PostgreSQL replaying the
+ * aborted (sub)transaction's invalidations locally.
+ *
+ * Re-entrancy: loading runs SPI, and a user's code can run inside it and
+ * call us again.  So an entry is built off the hash and entered only when
+ * complete, and a reset hands the old entries to TopTransactionContext, so
+ * that pointers held by a running (outer) call stay valid until the
+ * transaction ends.  The per-call cost is a flag test and a hash probe.
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/stratnum.h"
-#include "access/table.h"
 #include "access/xact.h"
-#include "catalog/indexing.h"
-#include "catalog/pg_extension.h"
-#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "fmgr.h"
-#include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/inval.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "backend_cache.h"
-
-/* The schema the extension was installed in (not exported before PG 16). */
-static Oid
-extension_schema(void)
-{
-	Oid			ext = get_extension_oid("transformer", false);
-	Oid			nsp = InvalidOid;
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ext));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	if (!OidIsValid(nsp))
-		elog(ERROR, "extension transformer has no schema");
-	return nsp;
-}
-
-Oid
-ExtensionTableOid(const char *relname)
-{
-	Oid			rel = get_relname_relid(relname, extension_schema());
-
-	if (!OidIsValid(rel))
-		elog(ERROR, "table %s of extension transformer is missing", relname);
-	return rel;
-}
-
-char *
-ExtensionTableName(const char *relname)
-{
-	return quote_qualified_identifier(get_namespace_name(extension_schema()), relname);
-}
 
 PG_FUNCTION_INFO_V1(transformer_invalidate_cache);
 Datum
@@ -95,27 +49,10 @@ relcache_callback(Datum arg, Oid relid)
 		c->stale = true;
 }
 
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-		((BackendCache *) arg)->stale = true;
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		((BackendCache *) arg)->stale = true;
-}
-
 void
 BackendCacheInit(BackendCache *c)
 {
 	CacheRegisterRelcacheCallback(relcache_callback, PointerGetDatum(c));
-	RegisterXactCallback(xact_callback, c);
-	RegisterSubXactCallback(subxact_callback, c);
 }
 
 static void
@@ -123,46 +60,86 @@ reset(BackendCache *c)
 {
 	HASHCTL		ctl;
 
+	Assert(IsTransactionState());
 	if (c->cxt != NULL)
-		MemoryContextSetParent(c->cxt, CurTransactionContext);
+		MemoryContextSetParent(c->cxt, TopTransactionContext);
+	c->cxt = NULL;
+	c->hash = NULL;
 	c->cxt = AllocSetContextCreate(CacheMemoryContext, "transformer cache", ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSetIdentifier(c->cxt, c->name);
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = c->entrysize;
 	ctl.hcxt = c->cxt;
 	c->hash = hash_create(c->name, 8, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	c->stale = false;
 	for (int i = 0; i < 2; i++)
 		c->oids[i] = c->tables[i] ? ExtensionTableOid(c->tables[i]) : InvalidOid;
-	c->stale = false;
+	c->generation++;
 }
 
 void *
 BackendCacheGet(BackendCache *c, const char *key)
 {
 	CacheEntryHeader *entry;
+	CacheEntryHeader *built;
+	uint64		generation;
+	MemoryContext cxt;
 	bool		found;
 
 	if (c->hash == NULL || c->stale)
 		reset(c);
 
-	entry = hash_search(c->hash, key, HASH_FIND, &found);
-	if (found)
+	entry = hash_search(c->hash, key, HASH_FIND, NULL);
+	if (entry != NULL)
 		return entry;
 
+	/*
+	 * Build it off the hash, in memory that an error frees with the
+	 * caller's; only a complete entry becomes visible.
+	 */
+	generation = c->generation;
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "transformer cache entry", ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSetIdentifier(cxt, MemoryContextStrdup(cxt, key));
+	built = MemoryContextAllocZero(cxt, c->entrysize);
+	strlcpy(built->key, key, NAMEDATALEN);
+	built->cxt = cxt;
+	c->load(built, key);
+
+	if (c->stale || c->generation != generation)
+	{
+		/*
+		 * Our tables changed while it loaded (perhaps in a nested call): it
+		 * may show the old rows, so it serves this call only.
+		 */
+		MemoryContextSetParent(built->cxt, TopTransactionContext);
+		return built;
+	}
 	entry = hash_search(c->hash, key, HASH_ENTER, &found);
-	entry->cxt = AllocSetContextCreate(c->cxt, "transformer cache entry", ALLOCSET_DEFAULT_SIZES);
-	MemoryContextSetIdentifier(entry->cxt, MemoryContextStrdup(entry->cxt, key));
-	PG_TRY();
+	if (found)
 	{
-		c->load(entry, key);
+		/* a nested call loaded it meanwhile */
+		MemoryContextDelete(built->cxt);
+		return entry;
 	}
-	PG_CATCH();
-	{
-		/* leave no half-built entry behind */
-		MemoryContextDelete(entry->cxt);
-		hash_search(c->hash, key, HASH_REMOVE, NULL);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	memcpy(entry, built, c->entrysize);
+	MemoryContextSetParent(entry->cxt, c->cxt);
 	return entry;
+}
+
+void *
+BackendCacheFind(BackendCache *c, bool (*match) (const void *entry, const void *arg), const void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	void	   *entry;
+
+	if (c->hash == NULL || c->stale)
+		return NULL;
+	hash_seq_init(&seq, c->hash);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		if (match(entry, arg))
+		{
+			hash_seq_term(&seq);
+			return entry;
+		}
+	return NULL;
 }

@@ -10,6 +10,8 @@
 
 #include "utils/hsearch.h"
 
+#include "ext_tables.h"
+
 /* Every cached entry starts with these two fields. */
 typedef struct CacheEntryHeader
 {
@@ -29,20 +31,23 @@ typedef struct BackendCache
 	/* state */
 	HTAB	   *hash;
 	MemoryContext cxt;
-	bool		stale;
+	bool		stale;			/* our tables changed: start afresh */
+	uint64		generation;		/* resets so far */
 	Oid			oids[2];
 } BackendCache;
 
-/* Register the invalidation callbacks; from _PG_init. */
+/* Register the invalidation callback; from _PG_init. */
 extern void BackendCacheInit(BackendCache *cache);
 
-/* The entry for key, loaded on first use; valid until the (sub)transaction ends. */
+/*
+ * The entry for key, loaded on first use.  Valid until the transaction
+ * ends, even if the cache is dropped meanwhile (by a change to our tables,
+ * possibly in a nested call).
+ */
 extern void *BackendCacheGet(BackendCache *cache, const char *key);
 
-/* OID of a table of the extension, looked up in the extension's schema. */
-extern Oid	ExtensionTableOid(const char *relname);
-
-/* Quoted schema-qualified name of a table of the extension, for SPI. */
-extern char *ExtensionTableName(const char *relname);
+/* The first complete entry for which match(entry, arg) is true, or NULL. */
+extern void *BackendCacheFind(BackendCache *cache, bool (*match) (const void *entry, const void *arg),
+							  const void *arg);
 
 #endif							/* BACKEND_CACHE_H */

@@ -11,7 +11,9 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -25,6 +27,8 @@
 #define MAX_VOCAB 10000000
 #define MAX_POSITIONS 65536
 #define MAX_WEIGHT_BYTES ((Size) 16 * 1024 * 1024 * 1024)
+/* real checkpoints have a few hundred; MAX_LAYERS of them would have ~7000 */
+#define MAX_TENSORS 100000
 
 static void load_model(void *entry, const char *name);
 
@@ -308,6 +312,7 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return NULL;
+	CHECK_FOR_INTERRUPTS();
 	out = arena_take(wb, sizeof(float) * numel, name);
 	tf_to_float(numel, out, t->data, stored_dtype(t));
 	for (int64 i = 0; i < numel; i++)
@@ -329,6 +334,7 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return mat;
+	CHECK_FOR_INTERRUPTS();
 	mat.dtype = stored_dtype(t);
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
 	tf_pack_panels(d0, d1, (void *) mat.data, t->data, mat.dtype);
@@ -495,26 +501,99 @@ InitModelCache(void)
 	BackendCacheInit(&model_cache);
 }
 
-/* A stored tensor row: name, shape int8[], dtype, data. */
-static void
-read_tensor(HeapTuple tup, TupleDesc desc, StoredTensor *t)
+/* Bytes per element of a stored dtype; 0 if unknown. */
+static int
+dtype_size(const char *dtype)
 {
-	bool		isnull;
+	if (strcmp(dtype, "F32") == 0)
+		return 4;
+	if (strcmp(dtype, "F16") == 0 || strcmp(dtype, "BF16") == 0)
+		return 2;
+	return 0;
+}
+
+const char *
+TensorDefect(const StoredTensor *t)
+{
+	int			esize = dtype_size(t->dtype);
+	int64		numel = 1;
+	int64		need;
+
+	if (esize == 0)
+		return psprintf("Tensor \"%s\" has the dtype \"%s\"; supported are F32, F16 and BF16.",
+						t->name, t->dtype);
+	if (t->ndim < 0 || t->ndim > MAX_TENSOR_DIMS)
+		return psprintf("Tensor \"%s\" has %d dimensions; at most %d are supported.",
+						t->name, t->ndim, MAX_TENSOR_DIMS);
+	for (int k = 0; k < t->ndim; k++)
+		if (t->shape[k] < 0 || t->shape[k] > PG_INT32_MAX ||
+			pg_mul_s64_overflow(numel, t->shape[k], &numel))
+			return psprintf("Tensor \"%s\" has the shape %s, with a negative or too large dimension.",
+							t->name, shape_string(t->ndim, t->shape));
+	if (pg_mul_s64_overflow(numel, esize, &need) || (uint64) need != (uint64) t->nbytes)
+		return psprintf("Tensor \"%s\" has %zu bytes of data, but its shape %s in %s needs %s.",
+						t->name, (size_t) t->nbytes, shape_string(t->ndim, t->shape), t->dtype,
+						need >= 0 ? psprintf(INT64_FORMAT, need) : "more than fit in memory");
+	return NULL;
+}
+
+static void
+damaged(const char *model, const char *detail) pg_attribute_noreturn();
+
+static void
+damaged(const char *model, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("model \"%s\" is damaged", model),
+			 errdetail_internal("%s", detail),
+			 errhint("Drop it and import it again.")));
+}
+
+/*
+ * A stored tensor row (name, shape int8[], dtype, data), untrusted: anyone
+ * with INSERT on the table may have written it.  Checked like a file's.
+ */
+static void
+read_tensor(const char *model, HeapTuple tup, TupleDesc desc, StoredTensor *t)
+{
+	bool		isnull[4];
+	Datum		d[4];
 	ArrayType  *shape;
 	bytea	   *data;
+	const char *defect;
 	int			n;
 
-	t->name = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
-	shape = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 2, &isnull));
-	strlcpy(t->dtype, TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull)), sizeof(t->dtype));
-	data = DatumGetByteaPP(SPI_getbinval(tup, desc, 4, &isnull));
+	for (int i = 0; i < 4; i++)
+		d[i] = SPI_getbinval(tup, desc, i + 1, &isnull[i]);
+	if (isnull[0])
+		damaged(model, "A tensor has no name.");
+	t->name = TextDatumGetCString(d[0]);
+	if (isnull[1] || isnull[2] || isnull[3])
+		damaged(model, psprintf("Tensor \"%s\" has no shape, dtype or data.", t->name));
+	shape = DatumGetArrayTypeP(d[1]);
+	if (ARR_ELEMTYPE(shape) != INT8OID || ARR_NDIM(shape) > 1 || ARR_HASNULL(shape))
+		damaged(model, psprintf("The shape of tensor \"%s\" is not a one-dimensional array of integers.", t->name));
 	n = ArrayGetNItems(ARR_NDIM(shape), ARR_DIMS(shape));
-	if (n > 8 || ARR_ELEMTYPE(shape) != INT8OID || ARR_HASNULL(shape))
-		elog(ERROR, "tensor \"%s\" has a malformed shape", t->name);
+	if (n > MAX_TENSOR_DIMS)
+		damaged(model, psprintf("Tensor \"%s\" has %d dimensions; at most %d are supported.",
+								t->name, n, MAX_TENSOR_DIMS));
 	t->ndim = n;
 	memcpy(t->shape, ARR_DATA_PTR(shape), sizeof(int64) * n);
+	strlcpy(t->dtype, TextDatumGetCString(d[2]), sizeof(t->dtype));
+	data = DatumGetByteaPP(d[3]);
 	t->data = VARDATA_ANY(data);
 	t->nbytes = VARSIZE_ANY_EXHDR(data);
+	defect = TensorDefect(t);
+	if (defect != NULL)
+		damaged(model, defect);
+}
+
+/* Error context: which model was being loaded. */
+static void
+load_context(void *arg)
+{
+	errcontext("loading model \"%s\" from its tables", (const char *) arg);
 }
 
 static void
@@ -524,14 +603,20 @@ load_model(void *e, const char *name)
 	char	   *query;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
-	bool		isnull;
-	Jsonb	   *config;
+	bool		isnull[3];
+	Datum		d[3];
 	StoredTensor *tensors;
 	int			n;
+	int			level;
 	MemoryContext caller = CurrentMemoryContext;
+	ErrorContextCallback errcb;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	errcb.callback = load_context;
+	errcb.arg = (void *) name;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+
+	level = ExtSpiConnect();
 	query = psprintf("SELECT config, source_tokenizer, target_tokenizer FROM %s WHERE name = $1",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
@@ -541,27 +626,33 @@ load_model(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name),
 				 errhint("Load one with import_model().")));
-	config = DatumGetJsonbP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	strlcpy(entry->source_tokenizer,
-			TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
-			NAMEDATALEN);
-	strlcpy(entry->target_tokenizer,
-			TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)),
-			NAMEDATALEN);
-	ParseModelConfig(config, &entry->model.cfg);
+	for (int i = 0; i < 3; i++)
+		d[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	if (isnull[0] || isnull[1] || isnull[2])
+		damaged(name, "Its configuration or a tokenizer name is null.");
+	strlcpy(entry->source_tokenizer, TextDatumGetCString(d[1]), NAMEDATALEN);
+	strlcpy(entry->target_tokenizer, TextDatumGetCString(d[2]), NAMEDATALEN);
+	ParseModelConfig(DatumGetJsonbP(d[0]), &entry->model.cfg);
 
-	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1",
-					 ExtensionTableName("transformer_tensors"));
+	/* one more than allowed, to tell that there are too many */
+	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1 LIMIT %d",
+					 ExtensionTableName("transformer_tensors"), MAX_TENSORS + 1);
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tensors");
+	if (SPI_processed > MAX_TENSORS)
+		damaged(name, psprintf("It has more than %d tensors.", MAX_TENSORS));
 	n = (int) SPI_processed;
 	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
 	for (int i = 0; i < n; i++)
-		read_tensor(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
+	{
+		CHECK_FOR_INTERRUPTS();
+		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
+	}
 
 	entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, entry->cxt);
 	MemoryContextSwitchTo(caller);
-	SPI_finish();
+	ExtSpiFinish(level);
+	error_context_stack = errcb.previous;
 }
 
 CachedModel *

@@ -108,6 +108,19 @@ typedef struct SpmEncoding
 	size_t		normalized_len;
 } SpmEncoding;
 
+/*
+ * Called every so many iterations of the loops that can run long on big
+ * inputs (normalizing, segmenting, decoding), if set: the server sets it to
+ * CHECK_FOR_INTERRUPTS(), which may not return.  Memory comes from the
+ * allocator, so leaving a loop that way leaks nothing.
+ */
+extern void (*spm_interrupt_hook) (void);
+#define SPM_CHECK_INTERRUPTS(i) \
+	do { \
+		if ((((size_t) (i)) & 0x3FFF) == 0 && spm_interrupt_hook != NULL) \
+			spm_interrupt_hook(); \
+	} while (0)
+
 /* Longest model file and piece we accept: far beyond real ones. */
 #define SPM_MAX_MODEL_BYTES ((size_t) 256 * 1024 * 1024)
 #define SPM_MAX_PIECE_BYTES 4096

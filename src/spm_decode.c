@@ -111,8 +111,12 @@ spm_decode_pieces(const SpmModel *m, int n, const char *const *strs,
 	{
 		const char *s = strs[i];
 		size_t		len = lens[i];
-		int			id = spm_piece_to_id(m, s, len);
-		const SpmPiece *p = &m->pieces[id];
+		int			id;
+		const SpmPiece *p;
+
+		SPM_CHECK_INTERRUPTS(i);
+		id = spm_piece_to_id(m, s, len);
+		p = &m->pieces[id];
 
 		if (p->type == SPM_BYTE)
 		{

@@ -48,6 +48,7 @@ encode_unigram(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Se
 		bool		has_single = false;
 		uint32_t	h = SPM_HASH_INIT;
 
+		SPM_CHECK_INTERRUPTS(st + 1);
 		if (mblen > n - st)
 			mblen = n - st;
 
@@ -352,6 +353,8 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 		Pair		top = heap_pop(&b.heap);
 		Symbol	   *l = &b.sym[top.left];
 		Symbol	   *r = &b.sym[top.right];
+
+		SPM_CHECK_INTERRUPTS(b.heap.n);
 
 		/* stale: one side was merged away since */
 		if (l->len == 0 || r->len == 0 || l->len + r->len != top.size)

@@ -5,6 +5,8 @@
  *		and the ones a hostile file needs.  No postgres.h.
  */
 #include "spm.h"
+
+void		(*spm_interrupt_hook) (void) = NULL;
 #include "protobuf.h"
 
 #include <float.h>

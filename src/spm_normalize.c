@@ -268,12 +268,13 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 
 	/* heading whitespace */
 	if (n->remove_extra_whitespaces)
-		while (len > 0)
+		for (size_t iter = 1; len > 0; iter++)
 		{
 			const char *rep;
 			size_t		rep_len;
 			size_t		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len);
 
+			SPM_CHECK_INTERRUPTS(iter);
 			if (rep_len != 1 || rep[0] != ' ')
 				break;
 			in += used;
@@ -286,11 +287,14 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 		buf_append(&b, ws, ws_len);
 
 	is_prev_space = n->remove_extra_whitespaces;
-	while (len > 0)
+	for (size_t iter = 1; len > 0; iter++)
 	{
 		const char *rep;
 		size_t		rep_len;
-		size_t		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len);
+		size_t		used;
+
+		SPM_CHECK_INTERRUPTS(iter);
+		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len);
 
 		if (is_prev_space)
 			while (rep_len > 0 && rep[0] == ' ')

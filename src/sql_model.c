@@ -8,6 +8,7 @@
 
 #include <sys/stat.h>
 
+#include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -22,6 +23,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
+#include "ext_tables.h"
 #include "model_store.h"
 #include "pg_arrays.h"
 #include "server_files.h"
@@ -104,14 +106,14 @@ json_int64(JsonbValue *v, const char *tensor)
 }
 
 /*
- * Parse a safetensors file: an 8-byte little-endian header length, a JSON
- * header {name: {dtype, shape, data_offsets}}, then the data.  Every offset
- * and size is checked against the buffer.
+ * Parse a safetensors header: an 8-byte little-endian header length and
+ * the JSON {name: {dtype, shape, data_offsets}} (hdr, 8 + hlen bytes),
+ * before data_len bytes of data.  Every offset and size is checked against
+ * data_len; each tensor's offset is set, its data is left to the caller.
  */
 static int
-ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_out)
+ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor **out)
 {
-	uint64		hlen;
 	Jsonb	   *header;
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -119,35 +121,30 @@ ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_o
 	StoredTensor *tensors;
 	int			n = 0;
 	char	   *key = NULL;
-	Size		data_len;
 
-	if (len < 8)
-		bad_safetensors("The file has %s bytes, fewer than the 8 of the header length.", psprintf("%zu", len));
-	hlen = le64((const unsigned char *) buf);
-	if (hlen > len - 8 || hlen > MAX_HEADER || hlen < 2)
-		bad_safetensors("The header length %s does not fit in the file.", psprintf(UINT64_FORMAT, hlen));
-	header = ParseJsonText("safetensors header", buf + 8, (Size) hlen);
+	header = ParseJsonText("safetensors header", hdr + 8, hlen);
 	if (!JB_ROOT_IS_OBJECT(header) || JB_ROOT_IS_SCALAR(header))
 		bad_safetensors("The header is not a JSON object%s.", "");
-	data_len = len - 8 - (Size) hlen;
 
 	tensors = palloc0(sizeof(StoredTensor) * (JB_ROOT_COUNT(header) + 1));
 	it = JsonbIteratorInit(&header->root);
 	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		if (r == WJB_KEY)
+		{
 			key = pnstrdup(v.val.string.val, v.val.string.len);
+			if ((n & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
 		else if (r == WJB_VALUE && strcmp(key, "__metadata__") != 0)
 		{
 			StoredTensor *t = &tensors[n];
 			JsonbValue *dtype,
 					   *shape,
-					   *offsets,
-					   *e;
-			int			esize;
-			double		numel = 1;
+					   *offsets;
 			int64		begin,
 						end;
+			const char *defect;
 
 			if (v.type != jbvBinary)
 				bad_safetensors("Tensor \"%s\" is not described by an object.", key);
@@ -160,11 +157,7 @@ ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_o
 
 			t->name = key;
 			snprintf(t->dtype, sizeof(t->dtype), "%.*s", dtype->val.string.len, dtype->val.string.val);
-			if (strcmp(t->dtype, "F32") == 0)
-				esize = 4;
-			else if (strcmp(t->dtype, "F16") == 0 || strcmp(t->dtype, "BF16") == 0)
-				esize = 2;
-			else
+			if (strcmp(t->dtype, "F32") != 0 && strcmp(t->dtype, "F16") != 0 && strcmp(t->dtype, "BF16") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("tensor \"%s\" has the unsupported dtype \"%.*s\"", key,
@@ -172,14 +165,10 @@ ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_o
 						 errhint("Supported are F32, F16 and BF16.")));
 
 			t->ndim = JsonContainerSize(shape->val.binary.data);
-			if (!JsonContainerIsArray(shape->val.binary.data) || t->ndim > 8)
+			if (!JsonContainerIsArray(shape->val.binary.data) || t->ndim > MAX_TENSOR_DIMS)
 				bad_safetensors("Tensor \"%s\" has a malformed shape.", key);
 			for (int k = 0; k < t->ndim; k++)
-			{
-				e = getIthJsonbValueFromContainer(shape->val.binary.data, k);
-				t->shape[k] = json_int64(e, key);
-				numel *= (double) t->shape[k];
-			}
+				t->shape[k] = json_int64(getIthJsonbValueFromContainer(shape->val.binary.data, k), key);
 			if (!JsonContainerIsArray(offsets->val.binary.data) ||
 				JsonContainerSize(offsets->val.binary.data) != 2)
 				bad_safetensors("Tensor \"%s\" has malformed data_offsets.", key);
@@ -187,40 +176,155 @@ ParseSafetensors(const char *buf, Size len, StoredTensor **out, Jsonb **header_o
 			end = json_int64(getIthJsonbValueFromContainer(offsets->val.binary.data, 1), key);
 			if (begin > end || (uint64) end > data_len)
 				bad_safetensors("The data of tensor \"%s\" lies outside the file.", key);
-			if ((double) (end - begin) != numel * esize)
-				bad_safetensors("The data of tensor \"%s\" does not match its shape and dtype.", key);
-			t->data = buf + 8 + hlen + begin;
+			t->offset = begin;
 			t->nbytes = (Size) (end - begin);
+			/* the same checks as rows read back from the tables */
+			defect = TensorDefect(t);
+			if (defect != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid safetensors file"),
+						 errdetail_internal("%s", defect)));
+			if (t->nbytes > MaxAllocSize - VARHDRSZ)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("tensor \"%s\" is too large to store", key),
+						 errdetail("It has %zu bytes; a value may have at most %zu.",
+								   (size_t) t->nbytes, (size_t) (MaxAllocSize - VARHDRSZ))));
 			n++;
 		}
 	}
 	*out = tensors;
-	*header_out = header;
 	return n;
 }
 
-static int64
-data_offset(const StoredTensor *t, const char *buf, Size hlen)
+/* The header length of a safetensors file that has len bytes; ERROR if it does not fit. */
+static Size
+SafetensorsHeaderLength(const char *first8, Size len)
 {
-	return (int64) (t->data - (buf + 8 + hlen));
+	uint64		hlen;
+
+	if (len < 8)
+		bad_safetensors("The file has %s bytes, fewer than the 8 of the header length.", psprintf("%zu", len));
+	hlen = le64((const unsigned char *) first8);
+	if (hlen > len - 8 || hlen > MAX_HEADER || hlen < 2)
+		bad_safetensors("The header length %s does not fit in the file.", psprintf(UINT64_FORMAT, hlen));
+	return (Size) hlen;
+}
+
+/* A whole safetensors file in memory (bytes from the client). */
+static int
+ParseSafetensors(const char *buf, Size len, StoredTensor **out, Size *hlen_out)
+{
+	Size		hlen = SafetensorsHeaderLength(buf, len);
+	int			n = ParseSafetensorsHeader(buf, hlen, len - 8 - hlen, out);
+
+	for (int i = 0; i < n; i++)
+		(*out)[i].data = buf + 8 + hlen + (*out)[i].offset;
+	*hlen_out = hlen;
+	return n;
+}
+
+/* Read exactly len bytes at offset, in pieces that cancel can interrupt. */
+static void
+ReadAt(FILE *f, const char *path, off_t offset, char *buf, Size len)
+{
+	const Size	piece = 16 * 1024 * 1024;
+
+	if (fseeko(f, offset, SEEK_SET) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not seek in file \"%s\": %m", path)));
+	for (Size done = 0; done < len; done += piece)
+	{
+		Size		n = Min(piece, len - done);
+
+		CHECK_FOR_INTERRUPTS();
+		if (fread(buf + done, 1, n, f) != n)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", path),
+					 errdetail("It ended before the data its header describes.")));
+	}
+}
+
+/*
+ * A safetensors file on the server, read a tensor at a time: no allocation
+ * is the size of the file (which may be over 1 GB).  *hdr gets the 8 + hlen
+ * bytes of the header.
+ */
+static int
+ReadSafetensorsFile(const char *path, StoredTensor **out, char **hdr, Size *hlen_out)
+{
+	FILE	   *f;
+	struct stat st;
+	char		first8[8];
+	Size		hlen;
+	int			n;
+
+	f = AllocateFile(path, PG_BINARY_R);
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\" for reading: %m", path)));
+	if (fstat(fileno(f), &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	if (!S_ISREG(st.st_mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a regular file", path)));
+	if ((uint64) st.st_size > MAX_MODEL_FILE)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("file \"%s\" is too large", path),
+				 errdetail("It has %lld bytes; the limit is " UINT64_FORMAT ".",
+						   (long long) st.st_size, (uint64) MAX_MODEL_FILE)));
+	memset(first8, 0, sizeof(first8));
+	if (st.st_size >= 8)
+		ReadAt(f, path, 0, first8, 8);
+	hlen = SafetensorsHeaderLength(first8, (Size) st.st_size);
+	*hdr = palloc(8 + hlen);
+	ReadAt(f, path, 0, *hdr, 8 + hlen);
+	n = ParseSafetensorsHeader(*hdr, hlen, (Size) st.st_size - 8 - hlen, out);
+	for (int i = 0; i < n; i++)
+	{
+		StoredTensor *t = &(*out)[i];
+		char	   *data = palloc(Max(t->nbytes, 1));
+
+		ReadAt(f, path, (off_t) (8 + hlen + t->offset), data, t->nbytes);
+		t->data = data;
+	}
+	FreeFile(f);
+	*hlen_out = hlen;
+	return n;
+}
+
+static bytea *
+ByteaOf(const char *data, Size len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return b;
 }
 
 /*
  * Check everything, then replace the model's rows: its configuration, its
  * tensors (bytes as in the file) and its two tokenizers.  All in the
- * caller's transaction: an error leaves nothing behind.
+ * caller's transaction: an error leaves nothing behind.  Writers of a name
+ * queue on its lock, taken before any row (model, then tokenizers).
  */
 static int64
 StoreModel(const char *name, const char *config_text, Size config_len,
-		   const char *st, Size st_len,
+		   const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
 		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
 		   const char *vocab_text, Size vocab_len)
 {
 	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
 	Jsonb	   *vocab = ParseJsonText("vocab.json", vocab_text, vocab_len);
-	Jsonb	   *header;
-	StoredTensor *tensors;
-	int			ntensors;
 	TfModel		model;
 	MemoryContext check = AllocSetContextCreate(CurrentMemoryContext, "model check",
 												ALLOCSET_DEFAULT_SIZES);
@@ -229,12 +333,11 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	char	   *tgt_name = psprintf("%s/target", name);
 	char	   *q;
 	Tokenizer	tcheck;
-	Size		hlen = (Size) le64((const unsigned char *) st);
+	int			level;
 
 	CheckModelName(name);
 	memset(&model, 0, sizeof(model));
 	ParseModelConfig(config, &model.cfg);
-	ntensors = ParseSafetensors(st, st_len, &tensors, &header);
 	BuildModelWeights(&model, tensors, ntensors, check);
 	MemoryContextDelete(check);
 	for (int i = 0; i < ntensors; i++)
@@ -257,17 +360,18 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 						tcheck.nmodel - 1, model.cfg.vocab)));
 	MemoryContextDelete(tcheck.cxt);
 
+	LockObjectName(EXT_LOCK_MODEL, name);
 	StoreTokenizer(src_name, src_spm, src_len, vocab);
 	StoreTokenizer(tgt_name, tgt_spm, tgt_len, vocab);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	level = ExtSpiConnect();
 	q = psprintf("DELETE FROM %s WHERE name = $1", ExtensionTableName("transformer_models"));
 	{
 		Oid			types[1] = {TEXTOID};
 		Datum		args[1] = {CStringGetTextDatum(name)};
 
-		SPI_execute_with_args(q, 1, types, args, NULL, false, 0);
+		if (SPI_execute_with_args(q, 1, types, args, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not replace model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (name, config, config_json, vocab_json, safetensors_header, "
 				 "source_tokenizer, target_tokenizer) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -275,21 +379,12 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	{
 		Oid			types[7] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID};
 		Datum		args[7];
-		bytea	   *cj = palloc(VARHDRSZ + config_len);
-		bytea	   *vj = palloc(VARHDRSZ + vocab_len);
-		bytea	   *hj = palloc(VARHDRSZ + 8 + hlen);
 
-		SET_VARSIZE(cj, VARHDRSZ + config_len);
-		memcpy(VARDATA(cj), config_text, config_len);
-		SET_VARSIZE(vj, VARHDRSZ + vocab_len);
-		memcpy(VARDATA(vj), vocab_text, vocab_len);
-		SET_VARSIZE(hj, VARHDRSZ + 8 + hlen);
-		memcpy(VARDATA(hj), st, 8 + hlen);
 		args[0] = CStringGetTextDatum(name);
 		args[1] = JsonbPGetDatum(config);
-		args[2] = PointerGetDatum(cj);
-		args[3] = PointerGetDatum(vj);
-		args[4] = PointerGetDatum(hj);
+		args[2] = PointerGetDatum(ByteaOf(config_text, config_len));
+		args[3] = PointerGetDatum(ByteaOf(vocab_text, vocab_len));
+		args[4] = PointerGetDatum(ByteaOf(st_header, 8 + hlen));
 		args[5] = CStringGetTextDatum(src_name);
 		args[6] = CStringGetTextDatum(tgt_name);
 		if (SPI_execute_with_args(q, 7, types, args, NULL, false, 0) != SPI_OK_INSERT)
@@ -303,31 +398,29 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		Oid			types[6] = {TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, INT8OID, BYTEAOID};
 		Datum		args[6];
 		Datum	   *dims = palloc(sizeof(Datum) * (t->ndim + 1));
-		bytea	   *data = palloc(VARHDRSZ + t->nbytes);
+		bytea	   *data = ByteaOf(t->data, t->nbytes);
 
 		CHECK_FOR_INTERRUPTS();
 		for (int k = 0; k < t->ndim; k++)
 			dims[k] = Int64GetDatum(t->shape[k]);
-		SET_VARSIZE(data, VARHDRSZ + t->nbytes);
-		memcpy(VARDATA(data), t->data, t->nbytes);
 		args[0] = CStringGetTextDatum(name);
 		args[1] = CStringGetTextDatum(t->name);
 		args[2] = PointerGetDatum(construct_array(dims, t->ndim, INT8OID, 8, true, TYPALIGN_DOUBLE));
 		args[3] = CStringGetTextDatum(t->dtype);
-		args[4] = Int64GetDatum(data_offset(t, st, hlen));
+		args[4] = Int64GetDatum(t->offset);
 		args[5] = PointerGetDatum(data);
 		if (SPI_execute_with_args(q, 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store tensor \"%s\"", t->name);
 		pfree(data);
 	}
-	SPI_finish();
+	ExtSpiFinish(level);
 	return params;
 }
 
 static char *
-ReadModelFile(const char *dir, const char *file, Size max, Size *len)
+ModelFilePath(const char *dir, const char *file)
 {
-	return ReadServerFile(psprintf("%s/%s", dir, file), max, len);
+	return psprintf("%s/%s", dir, file);
 }
 
 /* Read a model directory's five files and store them. */
@@ -335,18 +428,20 @@ static int64
 ImportDirectory(const char *name, const char *dir)
 {
 	Size		config_len,
-				st_len,
+				hlen,
 				src_len,
 				tgt_len,
 				vocab_len;
-	char	   *config = ReadModelFile(dir, "config.json", MAX_TEXT_FILE, &config_len);
-	char	   *st = ReadModelFile(dir, "model.safetensors", MAX_MODEL_FILE, &st_len);
-	char	   *src = ReadModelFile(dir, "source.spm", MAX_TEXT_FILE, &src_len);
-	char	   *tgt = ReadModelFile(dir, "target.spm", MAX_TEXT_FILE, &tgt_len);
-	char	   *vocab = ReadModelFile(dir, "vocab.json", MAX_TEXT_FILE, &vocab_len);
+	char	   *config = ReadServerFile(ModelFilePath(dir, "config.json"), MAX_TEXT_FILE, &config_len);
+	char	   *header;
+	StoredTensor *tensors;
+	int			n = ReadSafetensorsFile(ModelFilePath(dir, "model.safetensors"), &tensors, &header, &hlen);
+	char	   *src = ReadServerFile(ModelFilePath(dir, "source.spm"), MAX_TEXT_FILE, &src_len);
+	char	   *tgt = ReadServerFile(ModelFilePath(dir, "target.spm"), MAX_TEXT_FILE, &tgt_len);
+	char	   *vocab = ReadServerFile(ModelFilePath(dir, "vocab.json"), MAX_TEXT_FILE, &vocab_len);
 
-	return StoreModel(name, config, config_len, st, st_len, src, src_len,
-					  tgt, tgt_len, vocab, vocab_len);
+	return StoreModel(name, config, config_len, header, hlen, tensors, n,
+					  src, src_len, tgt, tgt_len, vocab, vocab_len);
 }
 
 PG_FUNCTION_INFO_V1(import_model);
@@ -403,9 +498,14 @@ load_model(PG_FUNCTION_ARGS)
 	bytea	   *src = PG_GETARG_BYTEA_PP(3);
 	bytea	   *tgt = PG_GETARG_BYTEA_PP(4);
 	bytea	   *vocab = PG_GETARG_BYTEA_PP(5);
+	StoredTensor *tensors;
+	Size		hlen;
+	int			n;
 
+	CheckModelName(name);
+	n = ParseSafetensors(VARDATA_ANY(st), VARSIZE_ANY_EXHDR(st), &tensors, &hlen);
 	PG_RETURN_INT64(StoreModel(name, VARDATA_ANY(config), VARSIZE_ANY_EXHDR(config),
-							   VARDATA_ANY(st), VARSIZE_ANY_EXHDR(st),
+							   VARDATA_ANY(st), hlen, tensors, n,
 							   VARDATA_ANY(src), VARSIZE_ANY_EXHDR(src),
 							   VARDATA_ANY(tgt), VARSIZE_ANY_EXHDR(tgt),
 							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab)));
@@ -415,8 +515,20 @@ static void
 WriteFile(const char *dir, const char *file, const char *data, Size len, bool append)
 {
 	char	   *path = psprintf("%s/%s", dir, file);
-	FILE	   *f = AllocateFile(path, append ? PG_BINARY_A : PG_BINARY_W);
+	FILE	   *f;
+	mode_t		oumask;
 
+	/* as COPY TO: files readable by others, never writable by them */
+	oumask = umask(S_IWGRP | S_IWOTH);
+	PG_TRY();
+	{
+		f = AllocateFile(path, append ? PG_BINARY_A : PG_BINARY_W);
+	}
+	PG_FINALLY();
+	{
+		umask(oumask);
+	}
+	PG_END_TRY();
 	if (f == NULL)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -437,7 +549,50 @@ spi_bytea(int row, int col)
 	bool		isnull;
 	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
 
-	return isnull ? NULL : DatumGetByteaPP(d);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a stored file of the model is null")));
+	return DatumGetByteaPP(d);
+}
+
+/*
+ * export_model()'s directory, as COPY TO takes a file name: an absolute
+ * path, and (canonicalized, symbolic links resolved as far as the path
+ * exists) never inside the data directory.
+ */
+static char *
+CheckExportDirectory(const char *dir)
+{
+	char	   *path = pstrdup(dir);
+	char		real[MAXPGPATH];
+	char	   *parent;
+
+	if (!is_absolute_path(path))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("relative path not allowed for export_model"),
+				 errhint("Give an absolute directory path on the server.")));
+	canonicalize_path(path);
+	/* the deepest part of the path that exists, with links resolved */
+	parent = pstrdup(path);
+	while (realpath(parent, real) == NULL)
+	{
+		if (strcmp(parent, "/") == 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not resolve path \"%s\": %m", path)));
+		get_parent_directory(parent);
+		if (parent[0] == '\0')
+			strcpy(parent, "/");
+	}
+	if (path_is_prefix_of_path(DataDir, path) || path_is_prefix_of_path(DataDir, real) ||
+		strcmp(DataDir, path) == 0 || strcmp(DataDir, real) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot export a model into the data directory"),
+				 errdetail("\"%s\" is inside \"%s\".", path, DataDir)));
+	return path;
 }
 
 PG_FUNCTION_INFO_V1(export_model);
@@ -445,24 +600,21 @@ Datum
 export_model(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *dir;
 	Oid			types[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
 	bytea	   *b;
 	int			n;
+	int			level;
 
 	if (!superuser() && !has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to write server files"),
 				 errdetail("Only superusers and roles with the privileges of pg_write_server_files may write files on the server.")));
-	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create directory \"%s\": %m", dir)));
+	dir = CheckExportDirectory(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	level = ExtSpiConnect();
 	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
@@ -474,6 +626,10 @@ export_model(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name)));
+	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", dir)));
 	b = spi_bytea(0, 1);
 	WriteFile(dir, "config.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 	b = spi_bytea(0, 2);
@@ -496,7 +652,7 @@ export_model(PG_FUNCTION_ARGS)
 		b = spi_bytea(i, 1);
 		WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), true);
 	}
-	SPI_finish();
+	ExtSpiFinish(level);
 	PG_RETURN_INT32(n);
 }
 
@@ -504,20 +660,33 @@ PG_FUNCTION_INFO_V1(drop_model);
 Datum
 drop_model(PG_FUNCTION_ARGS)
 {
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *tok[2] = {psprintf("%s/source", name), psprintf("%s/target", name)};
 	Oid			types[1] = {TEXTOID};
 	Datum		args[1] = {PG_GETARG_DATUM(0)};
 	bool		found;
+	int			level;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name = $1 RETURNING source_tokenizer, target_tokenizer",
-								   ExtensionTableName("transformer_models")),
-						  1, types, args, NULL, false, 0);
+	/* import's lock order: the model, then its tokenizers */
+	LockObjectName(EXT_LOCK_MODEL, name);
+	LockObjectName(EXT_LOCK_TOKENIZER, tok[0]);
+	LockObjectName(EXT_LOCK_TOKENIZER, tok[1]);
+	level = ExtSpiConnect();
+	if (SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name = $1",
+									   ExtensionTableName("transformer_models")),
+							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not drop model \"%s\"", name);
 	found = SPI_processed > 0;
-	SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name IN ($1 || '/source', $1 || '/target')",
-								   ExtensionTableName("transformer_tokenizers")),
-						  1, types, args, NULL, false, 0);
-	SPI_finish();
+	for (int i = 0; i < 2; i++)
+	{
+		Datum		targs[1] = {CStringGetTextDatum(tok[i])};
+
+		if (SPI_execute_with_args(psprintf("DELETE FROM %s WHERE name = $1",
+										   ExtensionTableName("transformer_tokenizers")),
+								  1, types, targs, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not drop tokenizer \"%s\"", tok[i]);
+	}
+	ExtSpiFinish(level);
 	PG_RETURN_BOOL(found);
 }
 
@@ -551,7 +720,12 @@ SourceIds(CachedModel *cm, const char *model, text *input, int *n)
 	{
 		ids[i] = TokenModelId(tok, &enc.tokens[i]);
 		if (ids[i] >= c->vocab)
-			elog(ERROR, "token id %d is outside the vocabulary of model \"%s\"", ids[i], model);
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model \"%s\" is damaged", model),
+					 errdetail("Its source tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
+							   cm->source_tokenizer, ids[i], c->vocab),
+					 errhint("Drop it and import it again.")));
 	}
 	ids[enc.ntokens] = c->eos_id;
 	*n = enc.ntokens + 1;
@@ -566,6 +740,11 @@ SourceIds(CachedModel *cm, const char *model, text *input, int *n)
  * the next call grows the workspace to what this one needed, up to
  * WORKSPACE_MAX bytes, held by the backend for its lifetime.  Nothing in
  * the core reads a buffer before writing it, so none is zeroed.
+ *
+ * One call holds it at a time: a nested call (a user's code run by a load
+ * in the middle of ours) allocates from its own memory context instead,
+ * so the outer call's buffers are never reused or freed under it.  The
+ * holder releases it when done, or its (sub)transaction's abort does.
  */
 #define WORKSPACE_MAX ((Size) 64 * 1024 * 1024)
 #define WORKSPACE_ALIGN 64
@@ -577,9 +756,17 @@ typedef struct Workspace
 	Size		size;
 	Size		used;			/* by the current call */
 	Size		need;			/* what the current call asked for */
+	bool		busy;			/* a call holds it */
+	SubTransactionId owner;		/* the holder's subtransaction */
 } Workspace;
 
 static Workspace workspace;
+
+static void *
+context_alloc(void *ctx, size_t size)
+{
+	return MemoryContextAlloc((MemoryContext) ctx, size);
+}
 
 static void *
 workspace_alloc(void *ctx, size_t size)
@@ -597,12 +784,22 @@ workspace_alloc(void *ctx, size_t size)
 	return MemoryContextAlloc((MemoryContext) ctx, size);
 }
 
-/* An allocator for one decoding call; overflow goes to cxt. */
+/*
+ * An allocator for one decoding call; overflow goes to cxt.  Hold it until
+ * ReleaseWorkspace(); a nested caller gets plain memory from cxt.
+ */
 static SpmAlloc
 DecodeWorkspace(MemoryContext cxt)
 {
 	SpmAlloc	a = {workspace_alloc, cxt};
 
+	if (workspace.busy)
+	{
+		a.alloc = context_alloc;
+		return a;
+	}
+	workspace.busy = true;
+	workspace.owner = GetCurrentSubTransactionId();
 	if (workspace.need > workspace.size && workspace.need <= WORKSPACE_MAX)
 	{
 		if (workspace.raw)
@@ -616,6 +813,36 @@ DecodeWorkspace(MemoryContext cxt)
 	workspace.used = 0;
 	workspace.need = 0;
 	return a;
+}
+
+static void
+ReleaseWorkspace(SpmAlloc *a)
+{
+	if (a->alloc == workspace_alloc)
+		workspace.busy = false;
+}
+
+/* An error in the holder's (sub)transaction releases the workspace. */
+static void
+workspace_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		workspace.busy = false;
+}
+
+static void
+workspace_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						   SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && workspace.busy && workspace.owner >= mySubid)
+		workspace.busy = false;
+}
+
+void
+InitDecodeWorkspace(void)
+{
+	RegisterXactCallback(workspace_xact_callback, NULL);
+	RegisterSubXactCallback(workspace_subxact_callback, NULL);
 }
 
 PG_FUNCTION_INFO_V1(embed);
@@ -644,6 +871,7 @@ encode(PG_FUNCTION_ARGS)
 	SpmAlloc	a = DecodeWorkspace(CurrentMemoryContext);
 
 	tf_encode(&cm->model, n, ids, (float *) ARR_DATA_PTR(result), &a);
+	ReleaseWorkspace(&a);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
@@ -700,7 +928,7 @@ CheckCacheSize(CachedModel *cm, const char *model, int rows, int max_length)
 				 errhint("Use a smaller beam_size or max_length.")));
 }
 
-/* The target ids for one text; options NULL-able as in the SQL signature. */
+/* The target ids for one text (palloc'd); options NULL-able as in the SQL signature. */
 static int
 GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
 			bool max_null, int32 max_length, int **out)
@@ -709,12 +937,17 @@ GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int
 	int		   *src = SourceIds(cm, model, input, &n);
 	TfDecodeOptions opt;
 	SpmAlloc	a;
+	int		   *ids;
+	int			nout;
 
 	DecodeOptions(cm, model, n, beam_null, beam, max_null, max_length, &opt);
 	CheckCacheSize(cm, model, opt.beam_size, opt.max_length);
-	/* *out lives in the workspace until the next decoding call */
 	a = DecodeWorkspace(CurrentMemoryContext);
-	return tf_translate(&cm->model, n, src, &opt, out, &a, check_interrupts);
+	nout = tf_translate(&cm->model, n, src, &opt, &ids, &a, check_interrupts);
+	*out = palloc(sizeof(int) * (nout + 1));
+	memcpy(*out, ids, sizeof(int) * nout);
+	ReleaseWorkspace(&a);
+	return nout;
 }
 
 /* Translate one text: generate, then decode with the target tokenizer. */
@@ -722,9 +955,10 @@ static text *
 TranslateOne(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
 			 bool max_null, int32 max_length)
 {
+	/* every cache entry first: loading one may run a user's code */
+	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
 	int		   *out;
 	int			nout = GenerateIds(cm, model, input, beam_null, beam, max_null, max_length, &out);
-	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
 	Size		len;
 	char	   *s = DecodeIds(tgt, cm->target_tokenizer, nout, out, &len);
 
@@ -874,6 +1108,7 @@ translate_batch(PG_FUNCTION_ARGS)
 		tf_translate_batch(&cm->model, count, (const int *const *) srcs + first, nsrc + first,
 						   opts + first, ids, nids, &a, check_interrupts);
 		MemoryContextSwitchTo(old);
+		/* the ids are read below, before anything else can decode */
 		for (int j = 0; j < count; j++)
 		{
 			Size		len;
@@ -881,6 +1116,7 @@ translate_batch(PG_FUNCTION_ARGS)
 
 			outs[which[first + j]] = PointerGetDatum(FromUtf8(str, len));
 		}
+		ReleaseWorkspace(&a);
 		MemoryContextReset(batch_cxt);
 		first += count;
 	}

@@ -77,6 +77,7 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', vocab ? ' ' : 'n'};
 	bytea	   *bytes;
+	int			level;
 
 	CheckName(name);
 	memset(&t, 0, sizeof(t));
@@ -96,11 +97,11 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 					 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
 					 "vocab = EXCLUDED.vocab, created = now()",
 					 ExtensionTableName("transformer_tokenizers"));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	LockObjectName(EXT_LOCK_TOKENIZER, name);
+	level = ExtSpiConnect();
 	if (SPI_execute_with_args(query, 3, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store tokenizer \"%s\"", name);
-	SPI_finish();
+	ExtSpiFinish(level);
 	return npieces;
 }
 
@@ -160,15 +161,16 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {PG_GETARG_DATUM(0)};
 	bool		found;
+	int			level;
 
 	query = psprintf("DELETE FROM %s WHERE name = $1",
 					 ExtensionTableName("transformer_tokenizers"));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	LockObjectName(EXT_LOCK_TOKENIZER, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	level = ExtSpiConnect();
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not drop tokenizer");
 	found = SPI_processed > 0;
-	SPI_finish();
+	ExtSpiFinish(level);
 	PG_RETURN_BOOL(found);
 }
 
@@ -230,10 +232,18 @@ DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len)
 {
 	SpmModel   *m = tok->model;
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
-	const char **strs = palloc(sizeof(char *) * (n + 1));
-	uint32	   *lens = palloc(sizeof(uint32) * (n + 1));
+	const char **strs;
+	uint32	   *lens;
 	char	   *text;
 
+	/* checked before the arrays below are allocated (8 and 4 bytes an id) */
+	if ((Size) n > SPM_MAX_NORMALIZED_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many ids to decode"),
+				 errdetail("There are %d; the limit is %zu.", n, SPM_MAX_NORMALIZED_BYTES)));
+	strs = palloc(sizeof(char *) * (n + 1));
+	lens = palloc(sizeof(uint32) * (n + 1));
 	for (int i = 0; i < n; i++)
 	{
 		int32		id = ids[i];
@@ -241,6 +251,8 @@ DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len)
 			(id >= 0 && id < tok->nmodel && tok->model_piece[id] != NULL) :
 			(id >= 0 && id < m->npieces);
 
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (!valid)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

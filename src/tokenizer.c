@@ -6,8 +6,11 @@
 #include "postgres.h"
 
 
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -102,6 +105,8 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 		{
 			char	   *key;
 
+			if ((count & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
 			if (count >= n)
 				elog(ERROR, "vocabulary has more keys than it says");
 			key = MemoryContextAlloc(t->cxt, v.val.string.len + 1);
@@ -148,6 +153,8 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 	{
 		int32		id = spm_map_get(&t->vocab, m->pieces[i].str, m->pieces[i].len);
 
+		if ((i & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		t->spm_to_model[i] = id >= 0 ? id : t->vocab_unk;
 	}
 	t->has_vocab = true;
@@ -188,7 +195,41 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 	return id >= 0 ? id : t->vocab_unk;
 }
 
-/* Read the row with SPI and build the tokenizer in its context. */
+/* SHA-256 of a tokenizer's stored bytes: model file, then vocabulary. */
+static void
+content_digest(const char *model, Size model_len, Jsonb *vocab, uint8 *digest)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint64		lens[2] = {model_len, vocab ? VARSIZE(vocab) : 0};
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) lens, sizeof(lens)) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) model, model_len) < 0 ||
+		(vocab && pg_cryptohash_update(ctx, (const uint8 *) vocab, VARSIZE(vocab)) < 0) ||
+		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
+static bool
+same_content(const void *entry, const void *digest)
+{
+	return memcmp(((const Tokenizer *) entry)->digest, digest, PG_SHA256_DIGEST_LENGTH) == 0;
+}
+
+/* Error context: which tokenizer was being loaded. */
+static void
+load_context(void *arg)
+{
+	errcontext("loading tokenizer \"%s\"", (const char *) arg);
+}
+
+/*
+ * Read the row with SPI and build the tokenizer in its context.  The row
+ * is untrusted (anyone with INSERT on the table wrote it): it gets the
+ * checks of a file.  A tokenizer with the same bytes as one already loaded
+ * (a model's source and target are often the same file) shares it.
+ */
 static void
 load_tokenizer(void *e, const char *name)
 {
@@ -201,13 +242,20 @@ load_tokenizer(void *e, const char *name)
 	bytea	   *model;
 	Jsonb	   *vocab = NULL;
 	MemoryContext caller = CurrentMemoryContext;
+	const Tokenizer *same;
+	int			level;
+	ErrorContextCallback errcb;
+
+	errcb.callback = load_context;
+	errcb.arg = (void *) name;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 
 	query = psprintf("SELECT model, vocab FROM %s WHERE name = $1",
 					 ExtensionTableName("transformer_tokenizers"));
 	args[0] = CStringGetTextDatum(name);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	level = ExtSpiConnect();
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tokenizers");
 	if (SPI_processed == 0)
@@ -217,15 +265,34 @@ load_tokenizer(void *e, const char *name)
 				 errhint("Load one with import_tokenizer() or load_tokenizer().")));
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tokenizer \"%s\" has no model", name)));
 	model = DatumGetByteaPP(d);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!isnull)
 		vocab = DatumGetJsonbP(d);
 
-	MemoryContextSwitchTo(entry->cxt);
-	BuildTokenizer(entry, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
+	content_digest(VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab, entry->digest);
+	same = BackendCacheFind(&tokenizer_cache, same_content, entry->digest);
+	if (same != NULL)
+	{
+		Tokenizer	copy = *same;
+
+		/* its memory lives as long as ours: both belong to this cache */
+		memcpy(copy.name, entry->name, NAMEDATALEN);
+		copy.cxt = entry->cxt;
+		*entry = copy;
+	}
+	else
+	{
+		MemoryContextSwitchTo(entry->cxt);
+		BuildTokenizer(entry, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
+	}
 	MemoryContextSwitchTo(caller);
-	SPI_finish();
+	ExtSpiFinish(level);
+	error_context_stack = errcb.previous;
 }
 
 Tokenizer *

@@ -24,6 +24,7 @@ typedef struct Tokenizer
 	int32		nmodel;			/* model ids are 0 .. nmodel - 1 */
 	const char **model_piece;	/* (nmodel) piece of each model id, or NULL */
 	uint32	   *model_piece_len;	/* (nmodel) */
+	uint8		digest[32];		/* SHA-256 of the stored bytes, to share copies */
 } Tokenizer;
 
 /* The tokenizer called name; ERROR if there is none.  Valid for the transaction. */

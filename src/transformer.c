@@ -5,6 +5,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "tensor_ops.h"
@@ -20,6 +21,13 @@ extern char *transformer_default_model;
 /* transformer.blas_threads: OpenBLAS threads per backend */
 static int	blas_threads = 1;
 
+/* The SentencePiece core's long loops honour cancel and statement_timeout. */
+static void
+check_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
 static void
 assign_blas_threads(int newval, void *extra)
 {
@@ -31,10 +39,11 @@ _PG_init(void)
 {
 	DefineCustomIntVariable("transformer.blas_threads",
 							"Sets the number of OpenBLAS threads each backend uses for matrix products.",
-							"PostgreSQL runs queries in parallel by process, so the default is 1.",
+							"PostgreSQL runs queries in parallel by process, so the default is 1; "
+							"only superusers may make backends multithreaded.",
 							&blas_threads,
 							1, 1, 64,
-							PGC_USERSET,
+							PGC_SUSET,
 							0,
 							NULL, assign_blas_threads, NULL);
 
@@ -49,8 +58,10 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("transformer");
 
+	spm_interrupt_hook = check_interrupts;
 	InitTokenizerCache();
 	InitModelCache();
+	InitDecodeWorkspace();
 	tf_blas_init();
 	tf_set_blas_threads(blas_threads);
 }

@@ -1,0 +1,102 @@
+/*
+ * ext_tables.c
+ *		The extension's tables: names, OIDs, search_path-proof SPI, and the
+ *		writers' lock.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+
+#include "ext_tables.h"
+
+/* locktag_field4 of our advisory locks: apart from pg_advisory_lock()'s 1 and 2 */
+#define EXT_LOCK_CLASS 0x7466
+
+int
+ExtSpiConnect(void)
+{
+	int			level;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* as a function's SET clause does: restored by ExtSpiFinish or by abort */
+	level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+void
+ExtSpiFinish(int guc_level)
+{
+	AtEOXact_GUC(true, guc_level);
+	SPI_finish();
+}
+
+/* The schema the extension was installed in (not exported before PG 16). */
+static Oid
+extension_schema(void)
+{
+	Oid			ext = get_extension_oid("transformer", false);
+	Oid			nsp = InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(nsp))
+		elog(ERROR, "extension transformer has no schema");
+	return nsp;
+}
+
+Oid
+ExtensionTableOid(const char *relname)
+{
+	Oid			rel = get_relname_relid(relname, extension_schema());
+
+	if (!OidIsValid(rel))
+		elog(ERROR, "table %s of extension transformer is missing", relname);
+	return rel;
+}
+
+char *
+ExtensionTableName(const char *relname)
+{
+	return quote_qualified_identifier(get_namespace_name(extension_schema()), relname);
+}
+
+void
+LockObjectName(ExtLockKind kind, const char *name)
+{
+	LOCKTAG		tag;
+
+	/* a hash collision only makes two names wait for each other */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) name, (int) strlen(name)),
+						 (uint32) kind, EXT_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}

@@ -1,0 +1,41 @@
+/*
+ * ext_tables.h
+ *		The extension's own tables: their names and OIDs, SPI on them that is
+ *		immune to the caller's search_path, and the lock that serializes
+ *		writers of one model or tokenizer.
+ */
+#ifndef EXT_TABLES_H
+#define EXT_TABLES_H
+
+#include "postgres.h"
+
+/*
+ * SPI_connect() with search_path set to "pg_catalog, pg_temp" until
+ * ExtSpiFinish(): every operator, function and type in our queries resolves
+ * to the system's, whatever the caller has planted in its path (the
+ * CVE-2018-1058 class).  Returns the GUC nest level to pass back; an error
+ * in between unwinds both.
+ */
+extern int	ExtSpiConnect(void);
+extern void ExtSpiFinish(int guc_level);
+
+/* OID of a table of the extension, looked up in the extension's schema. */
+extern Oid	ExtensionTableOid(const char *relname);
+
+/* Quoted schema-qualified name of a table of the extension, for SPI. */
+extern char *ExtensionTableName(const char *relname);
+
+/*
+ * Writers (import, replace, drop) of one model or one tokenizer name hold
+ * this lock until the transaction ends, taken before any row: model first,
+ * then its tokenizers, so concurrent writers queue instead of deadlocking.
+ */
+typedef enum ExtLockKind
+{
+	EXT_LOCK_MODEL = 1,
+	EXT_LOCK_TOKENIZER = 2
+} ExtLockKind;
+
+extern void LockObjectName(ExtLockKind kind, const char *name);
+
+#endif							/* EXT_TABLES_H */
