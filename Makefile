@@ -28,7 +28,7 @@ OBJS = \
 DATA = sql/transformer--0.1.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
-REGRESS = attention aggregates errors parity tokenizer model
+REGRESS = attention aggregates errors parity tokenizer model hostile
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc

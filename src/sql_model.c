@@ -6,6 +6,7 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
 #include <sys/stat.h>
 
 #include "access/xact.h"
@@ -565,7 +566,7 @@ static char *
 CheckExportDirectory(const char *dir)
 {
 	char	   *path = pstrdup(dir);
-	char		real[MAXPGPATH];
+	char		real[PATH_MAX];	/* realpath() writes up to PATH_MAX */
 	char	   *parent;
 
 	if (!is_absolute_path(path))
