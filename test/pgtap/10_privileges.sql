@@ -1,0 +1,82 @@
+-- Privileges, as the README's "Privileges" section designs them: what a
+-- role needs to translate, to load models from bytes sent by the client
+-- (psql variables and \lo_import, as the README shows), to import server
+-- files, to export, and to change settings.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+\set root `pwd`
+\set swish :root/test/fixtures/models/marian_swish
+\set relu :root/test/fixtures/models/paper_relu
+-- the client's copies of a model's files (the README's recipe)
+\set config `cat test/fixtures/models/marian_swish/config.json`
+\set vocab `cat test/fixtures/models/marian_swish/vocab.json`
+\set spm `base64 -w0 test/fixtures/models/marian_swish/source.spm`
+
+BEGIN;
+CREATE EXTENSION transformer;
+SELECT plan(24);
+SELECT import_model('shared', :'relu') \g /dev/null
+SELECT translate('SELECT attention FROM memory', 'shared', 2) AS good \gset
+
+CREATE ROLE tf_reader;
+CREATE ROLE tf_insert_only;
+GRANT INSERT ON transformer_models, transformer_tensors, transformer_tokenizers TO tf_insert_only;
+CREATE ROLE tf_loader;
+GRANT SELECT, INSERT, UPDATE, DELETE ON transformer_models, transformer_tensors, transformer_tokenizers TO tf_loader;
+CREATE ROLE tf_files IN ROLE tf_loader, pg_read_server_files;
+CREATE ROLE tf_exporter IN ROLE pg_write_server_files;
+
+-- translate only: a role with no grant at all
+SET ROLE tf_reader;
+SELECT is(translate('SELECT attention FROM memory', 'shared', 2), :'good', 'reader: translate() needs no grant');
+SELECT ok(cardinality(tokenize('SELECT', 'shared/source')) > 0, 'reader: tokenize() needs no grant');
+SELECT ok(array_length(encode('SELECT', 'shared'), 1) > 0, 'reader: encode() needs no grant');
+SELECT throws_ok($$SELECT load_tokenizer('r', decode('00', 'hex'))$$, '22023', NULL, 'reader: a bad tokenizer is refused before any privilege check');
+SELECT throws_ok(format('SELECT load_tokenizer(%L, decode(%L, %L), %L)', 'r', :'spm', 'base64', :'vocab'), '42501',
+  'permission denied for table transformer_tokenizers', 'reader: load_tokenizer() needs INSERT on transformer_tokenizers');
+SELECT throws_ok($$SELECT drop_model('shared')$$, '42501', 'permission denied for table transformer_models', 'reader: drop_model() needs DELETE');
+SELECT throws_ok($$SELECT import_model('multi30k_de_en')$$, '42501', NULL, 'reader: a bundled import needs the table privileges');
+SELECT throws_ok(format('SELECT import_model(%L, %L)', 'r', :'swish'), '42501', 'permission denied to read server files', 'reader: import_model(dir) needs pg_read_server_files');
+SELECT throws_ok($$SELECT export_model('shared', '/tmp/transformer_tap_priv')$$, '42501', 'permission denied to write server files', 'reader: export_model() needs pg_write_server_files');
+SELECT throws_ok($$SET transformer.blas_threads = 2$$, '42501', 'permission denied to set parameter "transformer.blas_threads"', 'reader: only superusers make backends multithreaded');
+RESET ROLE;
+
+-- INSERT alone, as the README once advised, is not enough
+SET ROLE tf_insert_only;
+SELECT throws_ok(format('SELECT load_tokenizer(%L, decode(%L, %L), %L)', 'r', :'spm', 'base64', :'vocab'), '42501',
+  'permission denied for table transformer_tokenizers', 'INSERT only: load_tokenizer() also needs SELECT and UPDATE (a name may be replaced)');
+RESET ROLE;
+
+-- load from bytes: SELECT, INSERT, UPDATE and DELETE on the three tables
+SET ROLE tf_loader;
+SELECT is(load_tokenizer('client_tok', decode(:'spm', 'base64'), :'vocab'), 200, 'loader: load_tokenizer() from psql variables');
+SELECT is(load_tokenizer('client_tok', decode(:'spm', 'base64'), :'vocab'), 200, 'loader: and replacing it');
+\lo_import test/fixtures/models/marian_swish/model.safetensors
+SELECT cmp_ok(load_model('client', convert_to(:'config', 'UTF8'), lo_get(:LASTOID), decode(:'spm', 'base64'), decode(:'spm', 'base64'),
+  convert_to(:'vocab', 'UTF8')), '>', 0::bigint, 'loader: load_model() from psql variables and \lo_import');
+SELECT cmp_ok(load_model('client', convert_to(:'config', 'UTF8'), lo_get(:LASTOID), decode(:'spm', 'base64'), decode(:'spm', 'base64'),
+  convert_to(:'vocab', 'UTF8')), '>', 0::bigint, 'loader: and replacing it');
+\lo_unlink :LASTOID
+SELECT is(translate('a', 'client', 2), translate('a', 'client', 2), 'loader: the loaded model translates');
+SELECT cmp_ok(import_model('multi30k_de_en'), '>', 0::bigint, 'loader: import_model(name) of a bundled model');
+SELECT throws_ok(format('SELECT import_model(%L, %L)', 'r', :'swish'), '42501', 'permission denied to read server files', 'loader: import_model(dir) still needs pg_read_server_files');
+SELECT is(drop_model('client'), true, 'loader: drop_model()');
+SELECT is(drop_tokenizer('client_tok'), true, 'loader: drop_tokenizer()');
+RESET ROLE;
+
+-- server files: pg_read_server_files to import, pg_write_server_files to export
+SET ROLE tf_files;
+SELECT cmp_ok(import_model('files', :'swish'), '>', 0::bigint, 'pg_read_server_files + table privileges: import_model(dir)');
+SELECT throws_ok($$SELECT export_model('files', '/tmp/transformer_tap_priv')$$, '42501', 'permission denied to write server files', 'reading is not writing');
+RESET ROLE;
+SET ROLE tf_exporter;
+SELECT cmp_ok(export_model('files', '/tmp/transformer_tap_priv_' || pg_backend_pid()), '>', 0, 'pg_write_server_files: export_model()');
+RESET ROLE;
+SELECT is(md5(pg_read_binary_file('/tmp/transformer_tap_priv_' || pg_backend_pid() || '/model.safetensors')),
+          md5(pg_read_binary_file(:'swish' || '/model.safetensors')), 'the export is the imported file');
+
+SELECT * FROM finish();
+ROLLBACK;
