@@ -73,8 +73,12 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
-# Everything the README's test command runs: core, pg_regress, pgTAP
-test: unittest installcheck prove
+# Importers, droppers and translators at once (pgbench; needs a server)
+concurrency:
+	test/concurrency/run.sh 20
+
+# Everything the README's test command runs: core, pg_regress, pgTAP, concurrency
+test: unittest installcheck prove concurrency
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)
@@ -92,7 +96,7 @@ bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) sr
 
 EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm
 
-.PHONY: unittest prove test fixtures bench
+.PHONY: unittest prove concurrency test fixtures bench
 
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
 SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c
@@ -112,3 +116,10 @@ fuzz-safetensors:
 	psql -X -v seconds=$(FUZZ_SECONDS) -f test/fuzz/fuzz_safetensors.sql
 
 .PHONY: fuzz-safetensors
+
+# Mutation-fuzz our tables' rows inside a server (PGHOST etc.; drops and
+# re-creates the extension in that database)
+fuzz-tables:
+	psql -X -v seconds=$(FUZZ_SECONDS) -f test/fuzz/fuzz_tables.sql
+
+.PHONY: fuzz-tables

@@ -85,3 +85,17 @@ SELECT load_model('bad', (SELECT config FROM f), (SELECT st FROM f), (SELECT spm
 SELECT name FROM transformer_models ORDER BY name;
 SELECT drop_model('m'), drop_model('m');
 SELECT count(*) FROM transformer_tensors;
+-- export_model: absolute paths only, never inside the data directory;
+-- files of an earlier export are replaced
+SELECT import_model('m', :'dir') > 0 AS imported;
+SELECT export_model('m', '/tmp/transformer_regress_export') = export_model('m', '/tmp/transformer_regress_export') AS exported_twice;
+\set VERBOSITY terse
+SELECT export_model('m', 'relative/dir');
+SELECT export_model('m', '');
+SELECT export_model('m', current_setting('data_directory'));
+SELECT export_model('m', current_setting('data_directory') || '/base/x');
+SELECT export_model('m', current_setting('data_directory') || '/../' || (SELECT regexp_replace(current_setting('data_directory'), '^.*/', '')) || '/pg_wal');
+SELECT export_model('m', '/nonexistent_root_dir/a/b');
+SELECT export_model('no_such_model', '/tmp');
+\set VERBOSITY default
+SELECT drop_model('m');
