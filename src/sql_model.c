@@ -763,9 +763,25 @@ typedef struct Workspace
 
 static Workspace workspace;
 
+/*
+ * The core asks for its buffers by size; a model's configuration (which
+ * any writer of our tables sets) can make one absurd: refuse it clearly.
+ */
+static void
+CheckBufferSize(size_t size)
+{
+	if (size > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model would need a buffer of %zu bytes", size),
+				 errdetail("The limit is %zu bytes.", (size_t) MaxAllocSize),
+				 errhint("Use a shorter input, a smaller beam_size or max_length, or fewer sentences at once.")));
+}
+
 static void *
 context_alloc(void *ctx, size_t size)
 {
+	CheckBufferSize(size);
 	return MemoryContextAlloc((MemoryContext) ctx, size);
 }
 
@@ -775,6 +791,7 @@ workspace_alloc(void *ctx, size_t size)
 	Size		bytes = TYPEALIGN(WORKSPACE_ALIGN, size);
 	void	   *p;
 
+	CheckBufferSize(size);
 	workspace.need += bytes;
 	if (workspace.used + bytes <= workspace.size)
 	{
@@ -1030,6 +1047,8 @@ translate_default(PG_FUNCTION_ARGS)
 #define BATCH_SENTENCES 32
 /* ... and this many beams in all */
 #define BATCH_ROWS 128
+/* elements of one translate(text[]) call (its bookkeeping stays far under 1 GB) */
+#define MAX_BATCH_INPUTS 1000000
 
 PG_FUNCTION_INFO_V1(translate_batch);
 Datum
@@ -1063,6 +1082,12 @@ translate_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("inputs must be a 1-D array")));
 	deconstruct_array(inputs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > MAX_BATCH_INPUTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many inputs to translate at once"),
+				 errdetail("There are %d; the limit is %d.", n, MAX_BATCH_INPUTS),
+				 errhint("Translate groups of rows, e.g. GROUP BY id / 32.")));
 	outs = palloc(sizeof(Datum) * (n + 1));
 	srcs = palloc(sizeof(int *) * (n + 1));
 	nsrc = palloc(sizeof(int) * (n + 1));

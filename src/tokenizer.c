@@ -33,6 +33,11 @@ static BackendCache tokenizer_cache = {
 static void *
 pg_alloc(void *ctx, size_t size)
 {
+	if (size > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the tokenizer would need a buffer of %zu bytes", size),
+				 errdetail("The limit is %zu bytes.", (size_t) MaxAllocSize)));
 	return MemoryContextAllocZero((MemoryContext) ctx, size);
 }
 

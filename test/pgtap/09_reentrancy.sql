@@ -13,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(15);
+SELECT plan(16);
 
 SELECT import_model('r1', :'relu') \g /dev/null
 SELECT import_model('r2', :'swish') \g /dev/null
@@ -156,6 +156,19 @@ SELECT cmp_ok((SELECT sum(total_bytes) FROM pg_backend_memory_contexts
   'identical source and target tokenizers are held once ('
   || (SELECT string_agg(ident || ': ' || total_bytes, ', ' ORDER BY ident) FROM pg_backend_memory_contexts
       WHERE name = 'transformer cache entry' AND ident LIKE 'multi30k_de_en/%') || ' bytes)');
+
+-- 6. Parallel workers load with the same search_path-proof queries
+CREATE TEMP TABLE par_docs AS SELECT 'SELECT attention FROM memory'::text AS body FROM generate_series(1, 4);
+CREATE TABLE public.par_docs AS SELECT * FROM par_docs;
+SELECT pg_temp.drop_caches() \g /dev/null
+SET LOCAL force_parallel_mode = on;
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL search_path = mine, pg_catalog, public;
+SELECT is(ARRAY(SELECT public.translate(body, 'r1', 2) FROM public.par_docs), ARRAY[:'r1_good', :'r1_good', :'r1_good', :'r1_good'],
+  'in parallel workers, under a hostile path: correct');
+RESET search_path;
 
 SELECT * FROM finish();
 ROLLBACK;
