@@ -25,7 +25,7 @@ OBJS = \
 	src/model_store.o \
 	src/sql_model.o
 
-DATA = sql/transformer--0.1.0.sql
+DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile

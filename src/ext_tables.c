@@ -89,6 +89,23 @@ ExtensionTableName(const char *relname)
 	return quote_qualified_identifier(get_namespace_name(extension_schema()), relname);
 }
 
+bool
+ModelsHaveGenerationConfig(void)
+{
+	return get_attnum(ExtensionTableOid("transformer_models"), "generation_config") != InvalidAttrNumber;
+}
+
+void
+RequireExtensionVersion020(void)
+{
+	if (!ModelsHaveGenerationConfig())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension transformer must be updated to version 0.2.0"),
+				 errdetail("The installed library stores generation configurations, which version 0.1.0's tables lack."),
+				 errhint("Run ALTER EXTENSION transformer UPDATE.")));
+}
+
 void
 LockObjectName(ExtLockKind kind, const char *name)
 {

@@ -26,6 +26,15 @@ extern Oid	ExtensionTableOid(const char *relname);
 extern char *ExtensionTableName(const char *relname);
 
 /*
+ * Whether transformer_models has the generation_config columns of version
+ * 0.2.0: this library also serves a database not yet updated from 0.1.0.
+ */
+extern bool ModelsHaveGenerationConfig(void);
+
+/* ERROR unless it has them, with a hint to update the extension. */
+extern void RequireExtensionVersion020(void);
+
+/*
  * Writers (import, replace, drop) of one model or one tokenizer name hold
  * this lock until the transaction ends, taken before any row: model first,
  * then its tokenizers, so concurrent writers queue instead of deadlocking.

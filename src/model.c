@@ -346,25 +346,124 @@ cand_cmp(const void *pa, const void *pb)
 	return a->tok - b->tok;
 }
 
+static int
+int_cmp(const void *pa, const void *pb)
+{
+	int			a = *(const int *) pa,
+				b = *(const int *) pb;
+
+	return (a > b) - (a < b);
+}
+
+static float
+row_max(int n, const float *x)
+{
+	float		m = -INFINITY;
+
+	for (int j = 0; j < n; j++)
+		m = x[j] > m ? x[j] : m;
+	return m;
+}
+
+/* log Σ exp(x); -inf if every x is -inf */
+static double
+row_log_sum_exp(int n, const float *x)
+{
+	float		m = row_max(n, x);
+
+	return m == -INFINITY ? -INFINITY : tf_log_sum_exp_max(n, x, m);
+}
+
 /*
- * The k best tokens of one row of logits (pad excluded) as candidates of
- * beam b, appended to out: score = base + log-softmax.  Chosen on the float
- * logits, in the order of (-logit, token); the log-softmax, a shift by the
- * same log-sum-exp, keeps that order, so only the k winners are converted.
+ * Hugging Face's logits processors on one row, in the order
+ * _get_logits_processor builds them (see tools/marian_torch.py):
+ * repetition penalty, no-repeat n-grams, bad words, minimum length, forced
+ * EOS.  seq (len tokens, the start token first) is the row's sequence so
+ * far: its cur_len is len.  Greedy search processes the raw logits; beam
+ * search their log-softmax, and optionally renormalizes after.  The row is
+ * changed in place so that a token's processed score is logits[j] - shift,
+ * and shift is returned: the scale stays that of the logits, so the top-k
+ * search runs on floats and only its winners are shifted.  tmp: len ints.
+ */
+static double
+process_row(const TfConfig *c, const TfDecodeOptions *opt, bool beam, float *logits,
+			const int *seq, int len, int *tmp)
+{
+	int			vocab = c->vocab;
+	double		shift = beam ? row_log_sum_exp(vocab, logits) : 0.0;
+
+	/* RepetitionPenaltyLogitsProcessor: each distinct token of seq once */
+	if (opt->repetition_penalty != 1.0)
+	{
+		float		pen = (float) opt->repetition_penalty;
+
+		memcpy(tmp, seq, sizeof(int) * len);
+		qsort(tmp, len, sizeof(int), int_cmp);
+		for (int i = 0; i < len; i++)
+		{
+			int			j = tmp[i];
+			float		v;
+
+			if ((i > 0 && tmp[i - 1] == j) || j < 0 || j >= vocab)
+				continue;
+			v = beam ? (float) (logits[j] - shift) : logits[j];
+			v = v < 0 ? v * pen : v / pen;
+			logits[j] = beam ? (float) (v + shift) : v;
+		}
+	}
+	/* NoRepeatNGramLogitsProcessor: n-grams of seq, the start token included */
+	if (opt->no_repeat_ngram_size > 0 && len + 1 >= opt->no_repeat_ngram_size)
+	{
+		int			n = opt->no_repeat_ngram_size;
+		const int  *prefix = seq + len - (n - 1);
+
+		for (int i = 0; i + n <= len; i++)
+			if (memcmp(seq + i, prefix, sizeof(int) * (n - 1)) == 0 &&
+				seq[i + n - 1] >= 0 && seq[i + n - 1] < vocab)
+				logits[seq[i + n - 1]] = -INFINITY;
+	}
+	/* NoBadWordsLogitsProcessor: a sequence's last token, once the rest is there */
+	for (int w = 0; w < opt->nbad; w++)
+	{
+		const int  *bad = opt->bad_ids + opt->bad_off[w];
+		int			blen = opt->bad_off[w + 1] - opt->bad_off[w];
+
+		if (blen >= 1 && blen - 1 <= len &&
+			memcmp(seq + len - (blen - 1), bad, sizeof(int) * (blen - 1)) == 0 &&
+			bad[blen - 1] >= 0 && bad[blen - 1] < vocab)
+			logits[bad[blen - 1]] = -INFINITY;
+	}
+	/* MinLengthLogitsProcessor */
+	if (len < opt->min_length)
+		logits[c->eos_id] = -INFINITY;
+	/* ForcedEOSTokenLogitsProcessor: at max_length - 1, EOS with score 0 */
+	if (opt->forced_eos_id >= 0 && len == opt->max_length - 1)
+	{
+		for (int j = 0; j < vocab; j++)
+			logits[j] = -INFINITY;
+		logits[opt->forced_eos_id] = (float) shift;
+	}
+	/* LogitNormalization, last: the log-softmax of the processed scores */
+	if (beam && opt->renormalize)
+		shift = row_log_sum_exp(vocab, logits);
+	return shift;
+}
+
+/*
+ * The k best tokens of one processed row as candidates of beam b, appended
+ * to out: score = base + logits[j] - shift.  Chosen on the floats, in the
+ * order of (-logit, token); only the winners are shifted.
  */
 #define TOP_K_BLOCK 16
 
 static int
-top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
+top_k(int vocab, const float *logits, int k, int beam, double base, double shift, Cand *out)
 {
 	int			n = 0;
-	int			vocab = c->vocab;
 	float		worst = -INFINITY;
-	double		lse;
 	float		best[2 * TF_MAX_BEAMS];
 	int			ids[2 * TF_MAX_BEAMS];
 
-	logits[c->pad_id] = -INFINITY;
 	for (int j = 0; j < vocab; j++)
 	{
 		float		v = logits[j];
@@ -397,14 +496,9 @@ top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 		ids[i] = j;
 		worst = best[n - 1];
 	}
-	/*
-	 * Greedy search needs no scores: one beam, and the argmax decides both
-	 * whether it finishes and what it becomes.
-	 */
-	lse = k > 2 && n > 0 ? tf_log_sum_exp_max(vocab, logits, best[0]) : 0.0;
 	for (int i = 0; i < n; i++)
 	{
-		out[i].score = base + ((double) best[i] - lse);
+		out[i].score = base + ((double) best[i] - shift);
 		out[i].beam = beam;
 		out[i].tok = ids[i];
 	}
@@ -415,39 +509,99 @@ top_k(const TfConfig *c, float *logits, int k, int beam, double base, Cand *out)
 typedef struct Search
 {
 	int			n_src;
-	int			T;				/* its max_length */
+	int			T;				/* decoding steps: its max_length - 1 */
 	float	   *cross_k;		/* (layers, n_src, d) */
 	float	   *cross_v;
 	int			nb;				/* live beams */
 	int		   *toks;			/* (K, T + 1) live beams, start token first */
 	int		   *toks2;
-	double	   *score;			/* (K) */
+	double	   *score;			/* (K) sums of processed log-probabilities */
 	double	   *score2;
 	int		   *parent;			/* (K) */
-	/* finished hypotheses: at most K from the search plus K at the end */
-	int		   *fin_toks;		/* (2K, T + 1) */
+	/* finished hypotheses: the K best */
+	int		   *fin_toks;		/* (K, T + 1) generated tokens, EOS excluded */
 	int		   *fin_len;
-	double	   *fin_score;
+	double	   *fin_score;		/* normalized by length ** length_penalty */
 	int			nfin;
 	bool		done;
 } Search;
 
+/* Keep a finished hypothesis if it is among the K best (BeamHypotheses.add). */
+static void
+add_finished(Search *h, int K, const int *toks, int len, double score)
+{
+	int			T1 = h->T + 1;
+	int			slot = h->nfin;
+
+	if (h->nfin == K)
+	{
+		slot = 0;
+		for (int i = 1; i < K; i++)
+			if (h->fin_score[i] < h->fin_score[slot])
+				slot = i;
+		if (score <= h->fin_score[slot])
+			return;
+	}
+	else
+		h->nfin++;
+	memcpy(h->fin_toks + (size_t) slot * T1, toks, sizeof(int) * len);
+	h->fin_len[slot] = len;
+	h->fin_score[slot] = score;
+}
+
 /*
- * Candidates of one sentence's rows (logits at rows[row0..row0+nb)): the
- * finished hypotheses and the new live beams, as in tools/marian_torch.py.
- * Returns the new live beam count; the sentence is done when it is 0.
+ * One greedy step (Hugging Face's _sample without sampling): the argmax of
+ * the processed logits; EOS or the last position ends the sentence.
  */
 static int
-search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
-			int t, Cand *cands, Cand *top)
+greedy_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
+			int t, int *tmp)
+{
+	Cand		best;
+
+	process_row(c, opt, false, logits, h->toks, t, tmp);
+	if (top_k(c->vocab, logits, 1, 0, 0.0, 0.0, &best) == 0)
+		best.tok = 0;			/* all -inf: torch.argmax gives the first */
+	if (best.tok == c->eos_id)
+	{
+		add_finished(h, 1, h->toks + 1, t - 1, 0.0);
+		return 0;
+	}
+	h->toks[t] = best.tok;
+	h->parent[0] = 0;
+	if (t == h->T)
+	{
+		add_finished(h, 1, h->toks + 1, t, 0.0);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * One beam search step of one sentence (logits at rows[0..nb)), as
+ * Hugging Face's _beam_search: the 2K best (beam, token) candidates; EOS
+ * among the first K finishes a hypothesis (score / length ** length
+ * penalty, the length counting the generated tokens with EOS); the best K
+ * others are the new live beams; then the early-stopping rule.  Returns the
+ * new live beam count, 0 when the sentence is done.
+ */
+static int
+beam_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
+		  int t, Cand *cands, Cand *top, int *tmp)
 {
 	int			K = opt->beam_size;
 	int			T1 = h->T + 1;
 	int			ncand = 0;
 	int			nnew = 0;
+	bool		last = t == h->T;
 
 	for (int b = 0; b < h->nb; b++)
-		ncand += top_k(c, logits + (size_t) b * c->vocab, 2 * K, b, h->score[b], cands + ncand);
+	{
+		float	   *row = logits + (size_t) b * c->vocab;
+		double		shift = process_row(c, opt, true, row, h->toks + (size_t) b * T1, t, tmp);
+
+		ncand += top_k(c->vocab, row, 2 * K, b, h->score[b], shift, cands + ncand);
+	}
 	qsort(cands, ncand, sizeof(Cand), cand_cmp);
 	if (ncand > 2 * K)
 		ncand = 2 * K;
@@ -456,17 +610,23 @@ search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *log
 	for (int r = 0; r < ncand; r++)
 	{
 		const Cand *cd = &top[r];
+		double		norm = cd->score / pow((double) t, opt->length_penalty);
 
 		if (cd->tok == c->eos_id)
 		{
-			if (r < K)
+			/* once full, early_stopping=True takes no more */
+			if (r < K && !(h->nfin == K && opt->early_stopping == TF_EARLY_TRUE))
+				add_finished(h, K, h->toks + (size_t) cd->beam * T1 + 1, t - 1, norm);
+			continue;
+		}
+		if (last)
+		{
+			/* out of positions: the first K candidates finish as they are */
+			if (r < K && !(h->nfin == K && opt->early_stopping == TF_EARLY_TRUE))
 			{
-				/* tokens after the start token, EOS excluded */
-				memcpy(h->fin_toks + (size_t) h->nfin * T1, h->toks + (size_t) cd->beam * T1 + 1,
-					   sizeof(int) * (t - 1));
-				h->fin_len[h->nfin] = t - 1;
-				h->fin_score[h->nfin] = cd->score / pow((double) t, opt->length_penalty);
-				h->nfin++;
+				memcpy(tmp, h->toks + (size_t) cd->beam * T1 + 1, sizeof(int) * (t - 1));
+				tmp[t - 1] = cd->tok;
+				add_finished(h, K, tmp, t, norm);
 			}
 			continue;
 		}
@@ -479,23 +639,25 @@ search_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *log
 			nnew++;
 		}
 	}
-	if (h->nfin >= K || nnew == 0)
+	if (last || nnew == 0)
 		return 0;
-
 	memcpy(h->toks, h->toks2, sizeof(int) * (size_t) nnew * T1);
 	memcpy(h->score, h->score2, sizeof(double) * nnew);
-	if (t == h->T)
+
+	/* _check_early_stop_heuristic: can the best live beam still beat the worst finished? */
+	if (h->nfin == K)
 	{
-		/* out of positions: the live beams finish as they are */
-		for (int b = 0; b < nnew; b++)
-		{
-			memcpy(h->fin_toks + (size_t) h->nfin * T1, h->toks + (size_t) b * T1 + 1,
-				   sizeof(int) * t);
-			h->fin_len[h->nfin] = t;
-			h->fin_score[h->nfin] = h->score[b] / pow((double) t, opt->length_penalty);
-			h->nfin++;
-		}
-		return 0;
+		double		worst = h->fin_score[0];
+		double		len;
+
+		for (int i = 1; i < K; i++)
+			worst = h->fin_score[i] < worst ? h->fin_score[i] : worst;
+		if (opt->early_stopping == TF_EARLY_TRUE)
+			return 0;
+		len = opt->early_stopping == TF_EARLY_NEVER && opt->length_penalty > 0.0 ?
+			opt->max_length - 1 : t;
+		if (worst >= h->score[0] / pow(len, opt->length_penalty))
+			return 0;
 	}
 	return nnew;
 }
@@ -572,15 +734,18 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
 	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
 	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * 2 * K);
+	int		   *tmp;
 	float	   *memory;
 
+	/* Hugging Face's max_length counts the start token: max_length - 1 steps */
 	s.slots = maxrows;
-	s.T = 0;
+	s.T = 1;
 	for (int i = 0; i < nsent; i++)
 	{
-		s.T = imax(s.T, opt[i].max_length);
+		s.T = imax(s.T, opt[i].max_length - 1);
 		longest = imax(longest, n_src[i]);
 	}
+	tmp = a->alloc(a->ctx, sizeof(int) * (size_t) (s.T + 1));
 	memory = a->alloc(a->ctx, sizeof(float) * (size_t) longest * d);
 	encode_state_alloc(m, longest, &enc, a);
 
@@ -589,13 +754,13 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	{
 		Search	   *h = &hs[i];
 		int			n = n_src[i];
-		int			T1 = opt[i].max_length + 1;
+		int			T1 = imax(opt[i].max_length - 1, 1) + 1;
 
 		if (interrupt)
 			interrupt();
 		memset(h, 0, sizeof(Search));
 		h->n_src = n;
-		h->T = opt[i].max_length;
+		h->T = T1 - 1;
 		encode(m, n, src[i], memory, &enc);
 		h->cross_k = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
 		h->cross_v = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
@@ -611,9 +776,9 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 		h->score = a->alloc(a->ctx, sizeof(double) * K);
 		h->score2 = a->alloc(a->ctx, sizeof(double) * K);
 		h->parent = a->alloc(a->ctx, sizeof(int) * K);
-		h->fin_toks = a->alloc(a->ctx, sizeof(int) * (size_t) 2 * K * T1);
-		h->fin_len = a->alloc(a->ctx, sizeof(int) * 2 * K);
-		h->fin_score = a->alloc(a->ctx, sizeof(double) * 2 * K);
+		h->fin_toks = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->fin_len = a->alloc(a->ctx, sizeof(int) * K);
+		h->fin_score = a->alloc(a->ctx, sizeof(double) * K);
 		h->nb = 1;
 		h->toks[0] = c->decoder_start_id;
 		h->score[0] = 0.0;
@@ -669,7 +834,10 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 
 			if (h->done)
 				continue;
-			nnew = search_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, cands, top);
+			if (K == 1)
+				nnew = greedy_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, tmp);
+			else
+				nnew = beam_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, cands, top, tmp);
 			row0 += nb;
 			if (nnew == 0)
 			{

@@ -54,8 +54,6 @@ typedef struct TfConfig
 	int			eos_id;
 	int			unk_id;
 	int			decoder_start_id;
-	int			num_beams;		/* translate()'s default beam size */
-	double		length_penalty;
 	float		ln_eps;
 } TfConfig;
 
@@ -126,12 +124,34 @@ void		tf_encode(const TfModel *m, int n, const int *ids, float *out, const SpmAl
 /* The largest beam_size tf_translate accepts (the caller checks). */
 #define TF_MAX_BEAMS 64
 
-/* Decoding options; max_length counts generated tokens, EOS included. */
+/* early_stopping of Hugging Face's beam search */
+typedef enum TfEarlyStopping
+{
+	TF_EARLY_FALSE = 0,			/* stop when no live beam can beat the worst finished */
+	TF_EARLY_TRUE = 1,			/* stop when num_beams hypotheses are finished */
+	TF_EARLY_NEVER = 2			/* as false, but bounding the length by max_length */
+} TfEarlyStopping;
+
+/*
+ * Decoding options, with Hugging Face's GenerationConfig semantics (see
+ * tools/marian_torch.py, which follows transformers' code rule by rule).
+ */
 typedef struct TfDecodeOptions
 {
-	int			beam_size;		/* 1: greedy */
-	int			max_length;
+	int			beam_size;		/* num_beams; 1: greedy */
+	int			max_length;		/* the start token counts: at most max_length - 1
+								 * tokens are generated, EOS included */
 	double		length_penalty;
+	TfEarlyStopping early_stopping;
+	int			min_length;		/* EOS is banned while the sequence, start token
+								 * included, is shorter */
+	int			no_repeat_ngram_size;	/* 0: off */
+	double		repetition_penalty; /* 1: off */
+	int			forced_eos_id;	/* forced_eos_token_id at max_length - 1; -1: none */
+	bool		renormalize;	/* renormalize_logits */
+	int			nbad;			/* bad_words_ids: nbad token sequences ... */
+	const int  *bad_off;		/* (nbad + 1) ... at bad_ids[bad_off[w]..bad_off[w + 1]) */
+	const int  *bad_ids;
 } TfDecodeOptions;
 
 /*

@@ -143,8 +143,6 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 	c->pad_id = config_int(config, "pad_token_id", true, 0, 0, c->vocab - 1);
 	c->eos_id = config_int(config, "eos_token_id", true, 0, 0, c->vocab - 1);
 	c->decoder_start_id = config_int(config, "decoder_start_token_id", false, c->pad_id, 0, c->vocab - 1);
-	c->num_beams = config_int(config, "num_beams", false, 1, 1, 64);
-	c->length_penalty = config_double(config, "length_penalty", 1.0);
 	c->pre_norm = config_bool(config, "normalize_before", false);
 	c->final_norm = config_bool(config, "add_final_layer_norm", false);
 	c->scale_embedding = config_bool(config, "scale_embedding", false);
@@ -156,10 +154,6 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 				 errmsg("model configuration: attention heads must divide d_model"),
 				 errdetail("d_model is %d, with %d encoder and %d decoder heads.",
 						   c->d_model, c->enc_heads, c->dec_heads)));
-	if (!isfinite(c->length_penalty))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("model configuration \"length_penalty\" must be finite")));
 
 	act = config_string(config, "activation_function", "relu");
 	if (strcmp(act, "relu") == 0)
@@ -189,6 +183,130 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("position embedding \"%s\" is not supported", pos),
 				 errhint("Supported are sinusoidal_half (Marian), sinusoidal_interleaved (the paper) and learned.")));
+}
+
+/* -------------------------------------------------------- generation */
+
+static void
+bad_generation(const char *key, const char *detail) pg_attribute_noreturn();
+
+static void
+bad_generation(const char *key, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("generation configuration \"%s\" is invalid", key),
+			 errdetail("%s", detail)));
+}
+
+/* bad_words_ids: a list of non-empty lists of token ids */
+static void
+parse_bad_words(JsonbValue *v, const TfConfig *c, ModelGeneration *g, MemoryContext cxt)
+{
+	JsonbContainer *list;
+	int			n;
+	int			total = 0;
+
+	g->nbad = 0;
+	g->bad_off = MemoryContextAllocZero(cxt, sizeof(int));
+	g->bad_ids = NULL;
+	if (v == NULL || v->type == jbvNull)
+		return;
+	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		bad_generation("bad_words_ids", "It must be a list of lists of token ids.");
+	list = v->val.binary.data;
+	n = JsonContainerSize(list);
+	for (int w = 0; w < n; w++)
+	{
+		JsonbValue *seq = getIthJsonbValueFromContainer(list, w);
+
+		if (seq == NULL || seq->type != jbvBinary || !JsonContainerIsArray(seq->val.binary.data) ||
+			JsonContainerSize(seq->val.binary.data) == 0)
+			bad_generation("bad_words_ids", "It must be a list of non-empty lists of token ids.");
+		total += JsonContainerSize(seq->val.binary.data);
+	}
+	g->bad_off = MemoryContextAllocZero(cxt, sizeof(int) * (n + 1));
+	g->bad_ids = MemoryContextAllocZero(cxt, sizeof(int) * (total + 1));
+	total = 0;
+	for (int w = 0; w < n; w++)
+	{
+		JsonbContainer *seq = getIthJsonbValueFromContainer(list, w)->val.binary.data;
+
+		for (int k = 0; k < (int) JsonContainerSize(seq); k++)
+		{
+			JsonbValue *id = getIthJsonbValueFromContainer(seq, k);
+			char	   *str;
+			char	   *end;
+			long		val;
+
+			if (id == NULL || id->type != jbvNumeric)
+				bad_generation("bad_words_ids", "Its token ids must be integers.");
+			str = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(id->val.numeric)));
+			val = strtol(str, &end, 10);
+			if (*end != '\0' || val < 0 || val >= c->vocab)
+				bad_generation("bad_words_ids", psprintf("The token id %s is outside the vocabulary of %d.", str, c->vocab));
+			g->bad_ids[total++] = (int) val;
+		}
+		/* NoBadWordsLogitsProcessor drops [eos] */
+		if (total - g->bad_off[g->nbad] == 1 && g->bad_ids[total - 1] == c->eos_id)
+			total--;
+		else
+			g->nbad++;
+		g->bad_off[g->nbad] = total;
+	}
+}
+
+void
+ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *c, ModelGeneration *g,
+					  MemoryContext cxt)
+{
+	Jsonb	   *src = generation ? generation : config;
+	JsonbValue *v;
+
+	if (generation != NULL && (!JB_ROOT_IS_OBJECT(generation) || JB_ROOT_IS_SCALAR(generation)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("generation configuration must be a JSON object")));
+	/* the token ids, where the generation config names them */
+	if (generation != NULL)
+	{
+		c->decoder_start_id = config_int(generation, "decoder_start_token_id", false, c->decoder_start_id, 0, c->vocab - 1);
+		c->eos_id = config_int(generation, "eos_token_id", false, c->eos_id, 0, c->vocab - 1);
+	}
+	g->num_beams = config_int(src, "num_beams", false, 1, 1, TF_MAX_BEAMS);
+	g->length_penalty = config_double(src, "length_penalty", 1.0);
+	if (!isfinite(g->length_penalty))
+		bad_generation("length_penalty", "It must be finite.");
+	v = config_get(src, "early_stopping");
+	if (v == NULL || v->type == jbvNull)
+		g->early_stopping = TF_EARLY_FALSE;
+	else if (v->type == jbvBool)
+		g->early_stopping = v->val.boolean ? TF_EARLY_TRUE : TF_EARLY_FALSE;
+	else if (v->type == jbvString && v->val.string.len == 5 && memcmp(v->val.string.val, "never", 5) == 0)
+		g->early_stopping = TF_EARLY_NEVER;
+	else
+		bad_generation("early_stopping", "It must be true, false or \"never\".");
+	/*
+	 * GenerationConfig's default is 20, which _prepare_generated_length
+	 * grows by the decoder's input (1) within the positions; beyond the
+	 * model's positions nothing can be decoded.
+	 */
+	g->max_length = config_int(src, "max_length", false, 20, 1, INT_MAX);
+	if (g->max_length == 20)
+		g->max_length = Min(21, c->max_pos);
+	g->max_length = Min(g->max_length, c->max_pos + 1);
+	g->max_new_tokens = config_int(src, "max_new_tokens", false, -1, 1, INT_MAX);
+	g->min_length = config_int(src, "min_length", false, 0, 0, INT_MAX);
+	g->no_repeat_ngram_size = config_int(src, "no_repeat_ngram_size", false, 0, 0, INT_MAX);
+	g->repetition_penalty = config_double(src, "repetition_penalty", 1.0);
+	if (!isfinite(g->repetition_penalty) || g->repetition_penalty <= 0)
+		bad_generation("repetition_penalty", "It must be a positive number.");
+	/* MarianConfig's default forced_eos_token_id is 0; GenerationConfig's is none */
+	v = config_get(src, "forced_eos_token_id");
+	g->forced_eos_id = v != NULL && v->type == jbvNull ? -1 :
+		config_int(src, "forced_eos_token_id", false, generation ? -1 : 0, 0, c->vocab - 1);
+	g->renormalize = config_bool(src, "renormalize_logits", false);
+	parse_bad_words(config_get(src, "bad_words_ids"), c, g, cxt);
 }
 
 /* ------------------------------------------------------------ weights */
@@ -603,8 +721,8 @@ load_model(void *e, const char *name)
 	char	   *query;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
-	bool		isnull[3];
-	Datum		d[3];
+	bool		isnull[4];
+	Datum		d[4];
 	StoredTensor *tensors;
 	int			n;
 	int			level;
@@ -617,7 +735,8 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer FROM %s WHERE name = $1",
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s FROM %s WHERE name = $1",
+					 ModelsHaveGenerationConfig() ? "generation_config" : "NULL::jsonb",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -626,13 +745,15 @@ load_model(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name),
 				 errhint("Load one with import_model().")));
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		d[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
 	if (isnull[0] || isnull[1] || isnull[2])
 		damaged(name, "Its configuration or a tokenizer name is null.");
 	strlcpy(entry->source_tokenizer, TextDatumGetCString(d[1]), NAMEDATALEN);
 	strlcpy(entry->target_tokenizer, TextDatumGetCString(d[2]), NAMEDATALEN);
 	ParseModelConfig(DatumGetJsonbP(d[0]), &entry->model.cfg);
+	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
+						  &entry->model.cfg, &entry->gen, entry->cxt);
 
 	/* one more than allowed, to tell that there are too many */
 	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1 LIMIT %d",

@@ -27,11 +27,36 @@ typedef struct StoredTensor
 	Size		nbytes;
 } StoredTensor;
 
+/*
+ * The model's generation config, as Hugging Face reads it: from
+ * generation_config.json when the model has one (GenerationConfig's
+ * defaults for what it lacks), else from config.json
+ * (GenerationConfig.from_model_config: MarianConfig's defaults, then
+ * GenerationConfig's).  translate()'s NULL options take these.
+ */
+typedef struct ModelGeneration
+{
+	int			num_beams;
+	double		length_penalty;
+	TfEarlyStopping early_stopping;
+	int			max_length;		/* start token included */
+	int			max_new_tokens; /* -1: unset */
+	int			min_length;
+	int			no_repeat_ngram_size;
+	double		repetition_penalty;
+	int			forced_eos_id;	/* -1: none */
+	bool		renormalize;
+	int			nbad;
+	int		   *bad_off;		/* (nbad + 1) */
+	int		   *bad_ids;
+} ModelGeneration;
+
 typedef struct CachedModel
 {
 	char		name[NAMEDATALEN];	/* hash key (CacheEntryHeader) */
 	MemoryContext cxt;			/* the weights live here */
 	TfModel		model;
+	ModelGeneration gen;
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];
 	Size		weight_bytes;	/* bytes of the weights as held */
@@ -50,6 +75,15 @@ extern const char *TensorDefect(const StoredTensor *t);
 extern void ParseModelConfig(Jsonb *config, TfConfig *cfg);
 
 /*
+ * Parse the generation config (generation_config.json, or NULL to read
+ * config.json's keys) into gen, allocating in cxt; its token ids
+ * (decoder_start_token_id, eos_token_id) override cfg's.  ERROR on
+ * anything out of range.
+ */
+extern void ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *cfg,
+								  ModelGeneration *gen, MemoryContext cxt);
+
+/*
  * Point the weights of m at copies of the tensors (allocated in cxt):
  * matrices in their stored dtype, vectors in fp32,
  * checking every name and shape against the configuration.
@@ -58,6 +92,9 @@ extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, M
 
 /* Register the cache invalidation callback; from _PG_init. */
 extern void InitModelCache(void);
+
+/* transformer.max_length_factor (sql_model.c) */
+extern double transformer_max_length_factor;
 
 /* Register the callbacks that release decoding's workspace on abort; from _PG_init. */
 extern void InitDecodeWorkspace(void);

@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include "access/xact.h"
@@ -322,10 +323,12 @@ static int64
 StoreModel(const char *name, const char *config_text, Size config_len,
 		   const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
 		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
-		   const char *vocab_text, Size vocab_len)
+		   const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len)
 {
 	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
 	Jsonb	   *vocab = ParseJsonText("vocab.json", vocab_text, vocab_len);
+	Jsonb	   *generation = gen_text ? ParseJsonText("generation_config.json", gen_text, gen_len) : NULL;
+	ModelGeneration gen;
 	TfModel		model;
 	MemoryContext check = AllocSetContextCreate(CurrentMemoryContext, "model check",
 												ALLOCSET_DEFAULT_SIZES);
@@ -339,6 +342,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	CheckModelName(name);
 	memset(&model, 0, sizeof(model));
 	ParseModelConfig(config, &model.cfg);
+	ParseGenerationConfig(generation, config, &model.cfg, &gen, CurrentMemoryContext);
 	BuildModelWeights(&model, tensors, ntensors, check);
 	MemoryContextDelete(check);
 	for (int i = 0; i < ntensors; i++)
@@ -361,6 +365,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 						tcheck.nmodel - 1, model.cfg.vocab)));
 	MemoryContextDelete(tcheck.cxt);
 
+	RequireExtensionVersion020();
 	LockObjectName(EXT_LOCK_MODEL, name);
 	StoreTokenizer(src_name, src_spm, src_len, vocab);
 	StoreTokenizer(tgt_name, tgt_spm, tgt_len, vocab);
@@ -375,11 +380,14 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 			elog(ERROR, "could not replace model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (name, config, config_json, vocab_json, safetensors_header, "
-				 "source_tokenizer, target_tokenizer) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+				 "source_tokenizer, target_tokenizer, generation_config, generation_config_json) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 				 ExtensionTableName("transformer_models"));
 	{
-		Oid			types[7] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID};
-		Datum		args[7];
+		Oid			types[9] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID,
+		JSONBOID, BYTEAOID};
+		Datum		args[9];
+		char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', gen_text ? ' ' : 'n', gen_text ? ' ' : 'n'};
 
 		args[0] = CStringGetTextDatum(name);
 		args[1] = JsonbPGetDatum(config);
@@ -388,7 +396,9 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		args[4] = PointerGetDatum(ByteaOf(st_header, 8 + hlen));
 		args[5] = CStringGetTextDatum(src_name);
 		args[6] = CStringGetTextDatum(tgt_name);
-		if (SPI_execute_with_args(q, 7, types, args, NULL, false, 0) != SPI_OK_INSERT)
+		args[7] = generation ? JsonbPGetDatum(generation) : (Datum) 0;
+		args[8] = gen_text ? PointerGetDatum(ByteaOf(gen_text, gen_len)) : (Datum) 0;
+		if (SPI_execute_with_args(q, 9, types, args, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data) "
@@ -440,9 +450,20 @@ ImportDirectory(const char *name, const char *dir)
 	char	   *src = ReadServerFile(ModelFilePath(dir, "source.spm"), MAX_TEXT_FILE, &src_len);
 	char	   *tgt = ReadServerFile(ModelFilePath(dir, "target.spm"), MAX_TEXT_FILE, &tgt_len);
 	char	   *vocab = ReadServerFile(ModelFilePath(dir, "vocab.json"), MAX_TEXT_FILE, &vocab_len);
+	char	   *gen_path = ModelFilePath(dir, "generation_config.json");
+	char	   *gen = NULL;
+	Size		gen_len = 0;
+	struct stat st;
 
+	/* optional, as in Hugging Face's from_pretrained() */
+	if (stat(gen_path, &st) == 0)
+		gen = ReadServerFile(gen_path, MAX_TEXT_FILE, &gen_len);
+	else if (errno != ENOENT)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", gen_path)));
 	return StoreModel(name, config, config_len, header, hlen, tensors, n,
-					  src, src_len, tgt, tgt_len, vocab, vocab_len);
+					  src, src_len, tgt, tgt_len, vocab, vocab_len, gen, gen_len);
 }
 
 PG_FUNCTION_INFO_V1(import_model);
@@ -489,27 +510,45 @@ import_bundled_model(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(ImportDirectory(name, dir));
 }
 
+/* load_model(name, config, safetensors, source_spm, target_spm, vocab[, generation_config]) */
 PG_FUNCTION_INFO_V1(load_model);
 Datum
 load_model(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	bytea	   *config = PG_GETARG_BYTEA_PP(1);
-	bytea	   *st = PG_GETARG_BYTEA_PP(2);
-	bytea	   *src = PG_GETARG_BYTEA_PP(3);
-	bytea	   *tgt = PG_GETARG_BYTEA_PP(4);
-	bytea	   *vocab = PG_GETARG_BYTEA_PP(5);
+	char	   *name;
+	bytea	   *config;
+	bytea	   *st;
+	bytea	   *src;
+	bytea	   *tgt;
+	bytea	   *vocab;
+	bytea	   *gen = NULL;
 	StoredTensor *tensors;
 	Size		hlen;
 	int			n;
+	static const char *const argnames[6] = {"name", "config", "safetensors", "source_spm", "target_spm", "vocab"};
 
+	/* all but generation_config are required (version 0.1.0 declared it STRICT) */
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", argnames[i])));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	config = PG_GETARG_BYTEA_PP(1);
+	st = PG_GETARG_BYTEA_PP(2);
+	src = PG_GETARG_BYTEA_PP(3);
+	tgt = PG_GETARG_BYTEA_PP(4);
+	vocab = PG_GETARG_BYTEA_PP(5);
+	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
+		gen = PG_GETARG_BYTEA_PP(6);
 	CheckModelName(name);
 	n = ParseSafetensors(VARDATA_ANY(st), VARSIZE_ANY_EXHDR(st), &tensors, &hlen);
 	PG_RETURN_INT64(StoreModel(name, VARDATA_ANY(config), VARSIZE_ANY_EXHDR(config),
 							   VARDATA_ANY(st), hlen, tensors, n,
 							   VARDATA_ANY(src), VARSIZE_ANY_EXHDR(src),
 							   VARDATA_ANY(tgt), VARSIZE_ANY_EXHDR(tgt),
-							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab)));
+							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab),
+							   gen ? VARDATA_ANY(gen) : NULL, gen ? VARSIZE_ANY_EXHDR(gen) : 0));
 }
 
 static void
@@ -616,9 +655,10 @@ export_model(PG_FUNCTION_ARGS)
 	dir = CheckExportDirectory(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 
 	level = ExtSpiConnect();
-	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model "
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ModelsHaveGenerationConfig() ? "m.generation_config_json" : "NULL::bytea",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -639,6 +679,14 @@ export_model(PG_FUNCTION_ARGS)
 	WriteFile(dir, "source.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 	b = spi_bytea(0, 5);
 	WriteFile(dir, "target.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	{
+		bool		isnull;
+		Datum		g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
+
+		if (!isnull)
+			WriteFile(dir, "generation_config.json", VARDATA_ANY(DatumGetByteaPP(g)),
+					  VARSIZE_ANY_EXHDR(DatumGetByteaPP(g)), false);
+	}
 	b = spi_bytea(0, 3);
 	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 
@@ -899,27 +947,112 @@ check_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
-/* Decoding options for n source ids; NULL-able as in the SQL signature. */
+/* transformer.max_length_factor: the runaway guard */
+double		transformer_max_length_factor = 3.0;
+
+/*
+ * translate()'s per-call options, arguments 2 to 9 (version 0.1.0 declared
+ * only the first two); NULL, or absent, takes the model's.
+ */
+enum
+{
+	OPT_BEAM_SIZE, OPT_MAX_LENGTH, OPT_EARLY_STOPPING, OPT_LENGTH_PENALTY,
+	OPT_NO_REPEAT_NGRAM_SIZE, OPT_REPETITION_PENALTY, OPT_MIN_LENGTH, OPT_MAX_NEW_TOKENS,
+	NUM_CALL_OPTIONS
+};
+#define FIRST_OPTION_ARG 2
+
+typedef struct CallOptions
+{
+	bool		given[NUM_CALL_OPTIONS];
+	Datum		value[NUM_CALL_OPTIONS];
+} CallOptions;
+
 static void
-DecodeOptions(CachedModel *cm, const char *model, int n, bool beam_null, int32 beam,
-			  bool max_null, int32 max_length, TfDecodeOptions *opt)
+GetCallOptions(FunctionCallInfo fcinfo, CallOptions *o)
+{
+	for (int i = 0; i < NUM_CALL_OPTIONS; i++)
+	{
+		int			arg = FIRST_OPTION_ARG + i;
+
+		o->given[i] = PG_NARGS() > arg && !PG_ARGISNULL(arg);
+		o->value[i] = o->given[i] ? PG_GETARG_DATUM(arg) : (Datum) 0;
+	}
+}
+
+static void
+bad_option(const char *option, const char *range, const char *value) pg_attribute_noreturn();
+
+static void
+bad_option(const char *option, const char *range, const char *value)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s must be %s", option, range),
+			 errdetail("It is %s.", value)));
+}
+
+static int
+int_option(const CallOptions *o, int which, const char *option, int dflt, int min, int max)
+{
+	int32		v;
+
+	if (!o->given[which])
+		return dflt;
+	v = DatumGetInt32(o->value[which]);
+	if (v < min || v > max)
+		bad_option(option, psprintf("between %d and %d", min, max), psprintf("%d", v));
+	return v;
+}
+
+/*
+ * Decoding options for n source ids: each call option, or the model's
+ * generation config, with Hugging Face's precedence (max_new_tokens over
+ * max_length).  When the length comes from the model, the runaway guard
+ * caps it at max_length_factor times the source tokens.
+ */
+static void
+DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o, TfDecodeOptions *opt)
 {
 	const TfConfig *c = &cm->model.cfg;
+	const ModelGeneration *g = &cm->gen;
+	int			max_new;
 
-	opt->beam_size = beam_null ? c->num_beams : beam;
-	opt->length_penalty = c->length_penalty;
-	opt->max_length = max_null ? Min(2 * n + 10, c->max_pos) : max_length;
-	if (opt->beam_size < 1 || opt->beam_size > TF_MAX_BEAMS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("beam_size must be between 1 and %d", TF_MAX_BEAMS),
-				 errdetail("It is %d.", opt->beam_size)));
-	if (opt->max_length < 1 || opt->max_length > c->max_pos)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_length must be between 1 and %d, the positions of model \"%s\"",
-						c->max_pos, model),
-				 errdetail("It is %d.", opt->max_length)));
+	opt->beam_size = int_option(o, OPT_BEAM_SIZE, "beam_size", g->num_beams, 1, TF_MAX_BEAMS);
+	opt->length_penalty = g->length_penalty;
+	if (o->given[OPT_LENGTH_PENALTY])
+	{
+		opt->length_penalty = DatumGetFloat8(o->value[OPT_LENGTH_PENALTY]);
+		if (!isfinite(opt->length_penalty))
+			bad_option("length_penalty", "finite", psprintf("%g", opt->length_penalty));
+	}
+	opt->early_stopping = !o->given[OPT_EARLY_STOPPING] ? g->early_stopping :
+		DatumGetBool(o->value[OPT_EARLY_STOPPING]) ? TF_EARLY_TRUE : TF_EARLY_FALSE;
+	opt->repetition_penalty = g->repetition_penalty;
+	if (o->given[OPT_REPETITION_PENALTY])
+	{
+		opt->repetition_penalty = DatumGetFloat8(o->value[OPT_REPETITION_PENALTY]);
+		if (!isfinite(opt->repetition_penalty) || opt->repetition_penalty <= 0)
+			bad_option("repetition_penalty", "a positive number", psprintf("%g", opt->repetition_penalty));
+	}
+	opt->no_repeat_ngram_size = int_option(o, OPT_NO_REPEAT_NGRAM_SIZE, "no_repeat_ngram_size",
+										   g->no_repeat_ngram_size, 0, INT_MAX);
+	opt->min_length = int_option(o, OPT_MIN_LENGTH, "min_length", g->min_length, 0, INT_MAX);
+
+	/* GenerationConfig: max_new_tokens, when set, decides; the start token counts */
+	max_new = int_option(o, OPT_MAX_NEW_TOKENS, "max_new_tokens", g->max_new_tokens, 1, c->max_pos);
+	if (max_new > 0)
+		opt->max_length = Min(max_new, c->max_pos) + 1;
+	else
+		opt->max_length = int_option(o, OPT_MAX_LENGTH, "max_length", g->max_length, 1, c->max_pos + 1);
+	if (!o->given[OPT_MAX_LENGTH] && !o->given[OPT_MAX_NEW_TOKENS] && transformer_max_length_factor > 0)
+		opt->max_length = Min(opt->max_length, 1 + (int) ceil(transformer_max_length_factor * n));
+
+	opt->forced_eos_id = g->forced_eos_id;
+	opt->renormalize = g->renormalize;
+	opt->nbad = g->nbad;
+	opt->bad_off = g->bad_off;
+	opt->bad_ids = g->bad_ids;
 }
 
 /* Bytes of one of the decoder's key and value caches for rows beams of up to max_length. */
@@ -948,8 +1081,7 @@ CheckCacheSize(CachedModel *cm, const char *model, int rows, int max_length)
 
 /* The target ids for one text (palloc'd); options NULL-able as in the SQL signature. */
 static int
-GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
-			bool max_null, int32 max_length, int **out)
+GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int **out)
 {
 	int			n;
 	int		   *src = SourceIds(cm, model, input, &n);
@@ -958,7 +1090,7 @@ GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int
 	int		   *ids;
 	int			nout;
 
-	DecodeOptions(cm, model, n, beam_null, beam, max_null, max_length, &opt);
+	DecodeOptions(cm, model, n, o, &opt);
 	CheckCacheSize(cm, model, opt.beam_size, opt.max_length);
 	a = DecodeWorkspace(CurrentMemoryContext);
 	nout = tf_translate(&cm->model, n, src, &opt, &ids, &a, check_interrupts);
@@ -970,13 +1102,12 @@ GenerateIds(CachedModel *cm, const char *model, text *input, bool beam_null, int
 
 /* Translate one text: generate, then decode with the target tokenizer. */
 static text *
-TranslateOne(CachedModel *cm, const char *model, text *input, bool beam_null, int32 beam,
-			 bool max_null, int32 max_length)
+TranslateOne(CachedModel *cm, const char *model, text *input, const CallOptions *o)
 {
 	/* every cache entry first: loading one may run a user's code */
 	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
 	int		   *out;
-	int			nout = GenerateIds(cm, model, input, beam_null, beam, max_null, max_length, &out);
+	int			nout = GenerateIds(cm, model, input, o, &out);
 	Size		len;
 	char	   *s = DecodeIds(tgt, cm->target_tokenizer, nout, out, &len);
 
@@ -998,13 +1129,13 @@ Datum
 translate_text(PG_FUNCTION_ARGS)
 {
 	char	   *model;
+	CallOptions o;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
-	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0),
-								  PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
-								  PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3)));
+	GetCallOptions(fcinfo, &o);
+	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o));
 }
 
 PG_FUNCTION_INFO_V1(generate);
@@ -1015,13 +1146,13 @@ generate(PG_FUNCTION_ARGS)
 	int		   *out;
 	int			n;
 	Datum	   *d;
+	CallOptions o;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
-	n = GenerateIds(GetModel(model), model, PG_GETARG_TEXT_PP(0),
-					PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
-					PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), &out);
+	GetCallOptions(fcinfo, &o);
+	n = GenerateIds(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o, &out);
 	d = palloc(sizeof(Datum) * (n + 1));
 	for (int i = 0; i < n; i++)
 		d[i] = Int32GetDatum(out[i]);
@@ -1033,14 +1164,15 @@ Datum
 translate_default(PG_FUNCTION_ARGS)
 {
 	char	   *model = transformer_default_model;
+	CallOptions o;
 
 	if (model == NULL || model[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("no model to translate with"),
 				 errhint("Set transformer.default_model, or call translate(input, model).")));
-	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0),
-								  true, 0, true, 0));
+	memset(&o, 0, sizeof(o));
+	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o));
 }
 
 /* translate(text[]): sentences decoded together, at most this many ... */
@@ -1070,9 +1202,11 @@ translate_batch(PG_FUNCTION_ARGS)
 	TfDecodeOptions *opts;
 	Tokenizer  *tgt;
 	MemoryContext batch_cxt;
+	CallOptions o;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
+	GetCallOptions(fcinfo, &o);
 	inputs = PG_GETARG_ARRAYTYPE_P(0);
 	model = ModelArg(fcinfo, 1);
 	cm = GetModel(model);
@@ -1099,9 +1233,7 @@ translate_batch(PG_FUNCTION_ARGS)
 		if (!nulls[i])
 		{
 			srcs[nsent] = SourceIds(cm, model, DatumGetTextPP(elems[i]), &nsrc[nsent]);
-			DecodeOptions(cm, model, nsrc[nsent],
-						  PG_ARGISNULL(2), PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
-						  PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3), &opts[nsent]);
+			DecodeOptions(cm, model, nsrc[nsent], &o, &opts[nsent]);
 			CheckCacheSize(cm, model, opts[nsent].beam_size, opts[nsent].max_length);
 			which[nsent++] = i;
 		}

@@ -56,6 +56,16 @@ _PG_init(void)
 							   0,
 							   NULL, NULL, NULL);
 
+	DefineCustomRealVariable("transformer.max_length_factor",
+							 "Caps translations at this many times the source tokens, against runaway output.",
+							 "Applies when neither max_length nor max_new_tokens is given in the call; "
+							 "0 leaves the model's max_length alone, as Hugging Face's generate() does.",
+							 &transformer_max_length_factor,
+							 3.0, 0.0, 1000.0,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("transformer");
 
 	spm_interrupt_hook = check_interrupts;

@@ -15,17 +15,10 @@ reference the C implementation is checked against.
 - safetensors is written and read by hand (the format is an 8-byte header
   length, a JSON header, raw little-endian data); no extra package needed.
 
-Decoding, defined here once and matched by the C code:
-- greedy(): argmax each step (pad excluded), until EOS or max_length tokens.
-- beam_search(): K beams; each step every live beam's log-softmax (pad
-  excluded) extends it; the 2K best (beam, token) candidates in order of
-  score (ties: lower beam index, then lower token id); a candidate ending in
-  EOS among the first K becomes a finished hypothesis with score
-  sum_logprob / length**alpha (length = tokens generated, EOS included);
-  the other candidates, in order, fill the K live beams.  The search stops
-  when K hypotheses are finished or max_length is reached, where the live
-  beams finish as they are.  The best normalized score wins (ties: first
-  finished).
+Decoding: Hugging Face's generate() rules, ported from the transformers
+source function by function (see the decoding section), with the defaults
+of GenerationConfig and MarianConfig; generation_config() reads a model
+directory's generation config as from_pretrained() does.
 """
 import json
 import math
@@ -136,7 +129,7 @@ class Stack(nn.Module):
                 persistent=False)
         self.layers = nn.ModuleList(Layer(cfg, cross) for _ in range(n))
         self.layer_norm = nn.LayerNorm(cfg["d_model"]) if cfg.get("add_final_layer_norm") else None
-        self.scale = math.sqrt(cfg["d_model"]) if cfg.get("scale_embedding", True) else 1.0
+        self.scale = math.sqrt(cfg["d_model"]) if cfg.get("scale_embedding", MARIAN_DEFAULTS["scale_embedding"]) else 1.0
         self.dropout = cfg.get("dropout", 0.0)
 
     def positions(self, n, offset):
@@ -203,71 +196,216 @@ class Marian(nn.Module):
 
 
 # -------------------------------------------------------------- decoding
+#
+# Hugging Face's generate() for an encoder-decoder model, greedy and beam
+# search, ported rule by rule from transformers 4.57 (the latest 4.x; the
+# rules cited are those of src/transformers/generation/utils.py,
+# logits_process.py and configuration_utils.py there).  Nothing here is
+# shared with the C code: it is the reference the C code is checked against.
+# One sentence at a time: in a batch, Hugging Face finishes each sentence on
+# its own (GenerationMixin._beam_search's per-sentence is_sent_finished,
+# _sample's unfinished_sequences), and a finished one only gets padding.
+# Scores are kept in float64 (Hugging Face: float32) over float32 logits.
 
-def _step_logprobs(model, prefix, memory, pad):
-    logits = model.decode(prefix, memory, pad)[:, -1, :].double()
-    logits[:, model.cfg["pad_token_id"]] = float("-inf")
-    return torch.log_softmax(logits, dim=-1)
+# GenerationConfig.__init__'s defaults, for the keys decoding uses
+GENERATION_DEFAULTS = {
+    "max_length": 20, "max_new_tokens": None, "min_length": 0, "early_stopping": False,
+    "num_beams": 1, "length_penalty": 1.0, "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
+    "bad_words_ids": None, "forced_eos_token_id": None, "renormalize_logits": False,
+    "decoder_start_token_id": None, "eos_token_id": None, "pad_token_id": None,
+}
+# MarianConfig.__init__'s defaults (configuration_marian.py)
+MARIAN_DEFAULTS = {
+    "vocab_size": 58101, "decoder_start_token_id": 58100, "pad_token_id": 58100,
+    "eos_token_id": 0, "forced_eos_token_id": 0, "scale_embedding": False,
+    "max_position_embeddings": 1024, "activation_function": "gelu",
+    "normalize_before": False, "add_final_layer_norm": False,
+}
 
 
-def default_max_length(cfg, src_len):
-    """As translate(): twice the source length plus 10, within the positions."""
-    return min(2 * src_len + 10, cfg["max_position_embeddings"])
+def generation_config(directory=None, cfg=None):
+    """The generation config from_pretrained() gives a MarianMTModel:
+    generation_config.json if the directory has one (GenerationConfig's
+    defaults for what it lacks), else GenerationConfig.from_model_config()
+    of config.json (MarianConfig's defaults, then GenerationConfig's)."""
+    path = os.path.join(directory, "generation_config.json") if directory else None
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            given = json.load(f)
+        gen = dict(GENERATION_DEFAULTS)
+        gen.update({k: v for k, v in given.items() if k in GENERATION_DEFAULTS})
+        # token ids it lacks are the model's (generate()'s _prepare_special_tokens)
+        for k in ("decoder_start_token_id", "eos_token_id", "pad_token_id"):
+            if gen[k] is None:
+                gen[k] = {**MARIAN_DEFAULTS, **cfg}[k]
+        return gen
+    model_cfg = {**MARIAN_DEFAULTS, **cfg}
+    gen = dict(GENERATION_DEFAULTS)
+    gen.update({k: v for k, v in model_cfg.items() if k in GENERATION_DEFAULTS})
+    return gen
+
+
+def _max_length(gen):
+    """_prepare_generated_length: max_new_tokens, when set, wins; the
+    decoder's input starts as the one start token, which max_length counts."""
+    if gen["max_new_tokens"] is not None:
+        return gen["max_new_tokens"] + 1
+    return gen["max_length"]
+
+
+def process_logits(gen, max_length, input_ids, scores):
+    """The logits processors of _get_logits_processor, in its order, on one
+    row: input_ids is the row's decoder input so far (start token first),
+    so cur_len = len(input_ids); scores (vocab) float."""
+    cur_len = len(input_ids)
+    eos = gen["eos_token_id"]
+    scores = scores.clone()
+    # RepetitionPenaltyLogitsProcessor: gather the scores of the tokens in
+    # input_ids, < 0 times the penalty, > 0 divided by it, scatter back
+    if gen["repetition_penalty"] is not None and gen["repetition_penalty"] != 1.0:
+        pen = gen["repetition_penalty"]
+        idx = torch.tensor(input_ids)
+        score = scores.gather(0, idx)
+        score = torch.where(score < 0, score * pen, score / pen)
+        scores = scores.scatter(0, idx, score)
+    # NoRepeatNGramLogitsProcessor (_get_ngrams, _get_generated_ngrams):
+    # n-grams of input_ids; the last n-1 tokens may not be followed again
+    n = gen["no_repeat_ngram_size"]
+    if n is not None and n > 0 and cur_len + 1 >= n:
+        ngrams = {}
+        for i in range(cur_len - n + 1):
+            ngrams.setdefault(tuple(input_ids[i:i + n - 1]), []).append(input_ids[i + n - 1])
+        for tok in ngrams.get(tuple(input_ids[cur_len + 1 - n:cur_len]), []):
+            scores[tok] = float("-inf")
+    # NoBadWordsLogitsProcessor (a SequenceBiasLogitsProcessor of -inf): a
+    # one-token bad word always, a longer one when input_ids ends with the
+    # rest of it
+    for seq in gen["bad_words_ids"] or []:
+        if seq == [eos]:
+            continue            # NoBadWordsLogitsProcessor drops [eos]
+        if len(seq) == 1 or (len(seq) - 1 <= cur_len and input_ids[cur_len - len(seq) + 1:] == seq[:-1]):
+            scores[seq[-1]] = float("-inf")
+    # MinLengthLogitsProcessor: no EOS while input_ids is shorter than min_length
+    if gen["min_length"] is not None and gen["min_length"] > 0 and cur_len < gen["min_length"]:
+        scores[eos] = float("-inf")
+    # ForcedEOSTokenLogitsProcessor: at max_length - 1, EOS with score 0
+    if gen["forced_eos_token_id"] is not None and cur_len == max_length - 1:
+        scores = torch.full_like(scores, float("-inf"))
+        scores[gen["forced_eos_token_id"]] = 0
+    # LogitNormalization: always the last processor, when present
+    if gen["renormalize_logits"]:
+        scores = torch.log_softmax(scores, dim=-1)
+    return scores
+
+
+def _logits(model, prefix, memory, pad):
+    """The decoder's next-token logits for each prefix, float32 as HF takes them."""
+    return model.decode(prefix, memory, pad)[:, -1, :].float()
 
 
 @torch.inference_mode()
-def greedy(model, src_ids, max_length=None):
-    """src_ids: list of ids ending in EOS.  Returns the generated ids, EOS excluded."""
-    cfg = model.cfg
+def greedy(model, src_ids, gen):
+    """GenerationMixin._sample without sampling: the argmax of the processed
+    logits (the raw logits, not their log-softmax), until EOS
+    (EosTokenCriteria) or max_length (MaxLengthCriteria).  Returns the
+    generated ids, EOS excluded."""
     src = torch.tensor([src_ids])
     memory, pad = model.encode(src)
-    max_length = max_length or default_max_length(cfg, len(src_ids))
-    out = [cfg["decoder_start_token_id"]]
-    for _ in range(max_length):
-        tok = int(_step_logprobs(model, torch.tensor([out]), memory, pad)[0].argmax())
-        if tok == cfg["eos_token_id"]:
-            break
-        out.append(tok)
-    return out[1:]
+    max_length = _max_length(gen)
+    seq = [gen["decoder_start_token_id"]]
+    while len(seq) < max_length:
+        scores = process_logits(gen, max_length, seq,
+                                _logits(model, torch.tensor([seq]), memory, pad)[0].double())
+        tok = int(scores.argmax())       # the first of equal maxima
+        seq.append(tok)
+        if tok == gen["eos_token_id"]:
+            return seq[1:-1]
+    return seq[1:]
 
 
 @torch.inference_mode()
-def beam_search(model, src_ids, beam_size, length_penalty=1.0, max_length=None):
-    """See the module docstring.  Returns the best hypothesis, EOS excluded."""
-    cfg = model.cfg
-    eos = cfg["eos_token_id"]
+def beam_search(model, src_ids, gen):
+    """GenerationMixin._beam_search for one sentence.  Returns the best
+    hypothesis, EOS excluded.
+
+    Each step: the running beams' log-softmax, processed (process_logits),
+    plus the beam's score; the 2K best (beam, token) candidates
+    (_get_top_k_continuations; ties: lower beam, then lower token).  Of the
+    first K, those ending in EOS, or all of them when the sequence reaches
+    max_length, are finished candidates with score / length ** penalty, the
+    length counting the generated tokens, the new one included
+    (_update_finished_beams: cur_len + 1 - decoder_prompt_len); the K best
+    finished hypotheses are kept, and with early_stopping=True none is added
+    once K are there.  The best K candidates not ending in EOS run on
+    (_get_running_beams_for_next_iteration).  The sentence is done when
+    K hypotheses are finished and early_stopping is True, or when the best
+    running beam, at the best length it could reach, cannot beat the worst
+    finished one (_check_early_stop_heuristic: that length is
+    max_length - 1 for "never" with a positive length penalty, else the
+    current one), or at max_length.  The best finished hypothesis wins."""
+    K = gen["num_beams"]
+    lp = gen["length_penalty"]
+    es = gen["early_stopping"]
+    eos = gen["eos_token_id"]
     src = torch.tensor([src_ids])
     memory, pad = model.encode(src)
-    max_length = max_length or default_max_length(cfg, len(src_ids))
-    beams = [([cfg["decoder_start_token_id"]], 0.0)]
-    finished = []  # (normalized score, tokens)
-    for t in range(1, max_length + 1):
-        prefix = torch.tensor([b[0] for b in beams])
-        lp = _step_logprobs(model, prefix, memory.expand(len(beams), -1, -1),
-                            pad.expand(len(beams), -1, -1))
+    max_length = _max_length(gen)
+    running = [([gen["decoder_start_token_id"]], 0.0)]
+    finished = []   # (score, tokens, order of arrival)
+    while True:
+        cur_len = len(running[0][0])
+        prefix = torch.tensor([b[0] for b in running])
+        logits = _logits(model, prefix, memory.expand(len(running), -1, -1),
+                         pad.expand(len(running), -1, -1)).double()
         cands = []
-        for bi, (toks, score) in enumerate(beams):
-            top = torch.topk(lp[bi], min(2 * beam_size, lp.shape[1]))
+        for bi, (toks, score) in enumerate(running):
+            scores = process_logits(gen, max_length, toks, torch.log_softmax(logits[bi], dim=-1))
+            top = torch.topk(scores, min(2 * K, scores.shape[0]))
             for v, tok in zip(top.values.tolist(), top.indices.tolist()):
-                cands.append((score + v, bi, tok))
+                if v != float("-inf"):
+                    cands.append((score + v, bi, tok))
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
-        cands = cands[: 2 * beam_size]
-        new = []
-        for rank, (s, bi, tok) in enumerate(cands):
-            if tok == eos:
-                if rank < beam_size:
-                    finished.append((s / (t ** length_penalty), beams[bi][0][1:]))
-                continue
-            if len(new) < beam_size:
-                new.append((beams[bi][0] + [tok], s))
-        if len(finished) >= beam_size:
+        cands = cands[: 2 * K]
+        hits_max = cur_len + 1 >= max_length
+        length = cur_len + 1 - 1            # generated tokens, the new one included
+        for rank, (sc, bi, tok) in enumerate(cands[:K]):
+            if tok == eos or hits_max:
+                if es is True and len(finished) >= K:
+                    continue
+                toks = running[bi][0][1:] + ([] if tok == eos else [tok])
+                finished.append((sc / (length ** lp), toks, len(finished)))
+                finished.sort(key=lambda f: (-f[0], f[2]))
+                del finished[K:]
+        if hits_max:
             break
-        beams = new
-        if t == max_length:
-            for toks, s in beams:
-                finished.append((s / (t ** length_penalty), toks[1:]))
-    best = max(range(len(finished)), key=lambda i: (finished[i][0], -i))
-    return finished[best][1]
+        new = [(running[bi][0] + [tok], sc) for sc, bi, tok in cands if tok != eos][:K]
+        if not new:
+            break
+        running = new
+        if len(finished) >= K:
+            if es is True:
+                break
+            worst = min(f[0] for f in finished)
+            best_len = (max_length - 1) if (es == "never" and lp > 0) else cur_len
+            if worst >= running[0][1] / (best_len ** lp):
+                break
+    if not finished:
+        return []
+    return max(finished, key=lambda f: (f[0], -f[2]))[1]
+
+
+def generate(model, src_ids, gen, **overrides):
+    """generate(): the generation config with the given options set (as
+    generate(**kwargs) updates its copy), then greedy or beam search.
+    _prepare_generated_length: a max_length left at GenerationConfig's
+    default of 20 grows by the decoder's input (1), within the positions."""
+    gen = dict(gen)
+    gen.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("max_length") is None and gen["max_length"] == GENERATION_DEFAULTS["max_length"]:
+        gen["max_length"] = min(gen["max_length"] + 1, model.cfg["max_position_embeddings"])
+    if gen["num_beams"] == 1:
+        return greedy(model, src_ids, gen)
+    return beam_search(model, src_ids, gen)
 
 
 class Translator:
@@ -278,6 +416,7 @@ class Translator:
     def __init__(self, directory):
         import sentencepiece as spm
         self.model = load_marian(directory)
+        self.gen = generation_config(directory, self.model.cfg)
         self.src = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
         self.tgt = spm.SentencePieceProcessor(model_file=os.path.join(directory, "target.spm"))
         with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
@@ -289,10 +428,8 @@ class Translator:
         return [self.vocab.get(p, unk) for p in self.src.encode(text, out_type=str)] + \
             [self.model.cfg["eos_token_id"]]
 
-    def translate(self, text, beam_size):
-        src = self.source_ids(text)
-        ids = greedy(self.model, src) if beam_size == 1 else \
-            beam_search(self.model, src, beam_size, self.model.cfg.get("length_penalty", 1.0))
+    def translate(self, text, beam_size=None, **options):
+        ids = generate(self.model, self.source_ids(text), self.gen, num_beams=beam_size, **options)
         return self.tgt.decode_pieces([self.inv[i] for i in ids])
 
 

@@ -105,7 +105,7 @@ def evaluate_bleu(model, sp, src_lines, ref_lines, eos, bf16):
     model.eval()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for s in src_lines:
-            ids = mt.greedy(model, sp.encode(s) + [eos])
+            ids = mt.generate(model, sp.encode(s) + [eos], mt.generation_config(cfg=model.cfg), num_beams=1)
             hyps.append(sp.decode(ids))
     model.train()
     return corpus_bleu(hyps, [ref_lines])

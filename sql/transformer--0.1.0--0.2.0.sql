@@ -1,0 +1,65 @@
+/* transformer--0.1.0--0.2.0.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION transformer UPDATE TO '0.2.0'" to load this file. \quit
+
+-- generation_config.json, when a model has one
+ALTER TABLE transformer_models ADD COLUMN generation_config jsonb, ADD COLUMN generation_config_json bytea;
+COMMENT ON TABLE transformer_models IS
+'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
+
+DROP FUNCTION load_model(text, bytea, bytea, bytea, bytea, bytea);
+DROP FUNCTION translate(text, text, integer, integer);
+DROP FUNCTION translate(text[], text, integer, integer);
+DROP FUNCTION generate(text, text, integer, integer);
+
+CREATE FUNCTION load_model(name text, config bytea, safetensors bytea, source_spm bytea, target_spm bytea, vocab bytea,
+                           generation_config bytea DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'load_model'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION load_model(text, bytea, bytea, bytea, bytea, bytea, bytea) IS
+'stores a model from the bytes of its files sent by the client (no server file access needed), generation_config.json optional; returns the number of parameters';
+
+CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'translate_text'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); NULL input gives NULL';
+
+CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'translate_batch'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
+
+CREATE FUNCTION generate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'generate'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION generate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'the target token ids translate() decodes (end-of-sentence excluded), for inspection';
+
+COMMENT ON FUNCTION import_model(text, text) IS
+'stores a Hugging Face Marian / OPUS-MT model directory as published (config.json, model.safetensors, source.spm, target.spm, vocab.json, and generation_config.json if present); superuser or pg_read_server_files only; returns the number of parameters';
+
+COMMENT ON FUNCTION export_model(text, text) IS
+'writes a model''s files into a server directory, byte for byte as imported; superuser or pg_write_server_files only; returns the number of tensors';

@@ -1,0 +1,310 @@
+/* transformer--0.2.0.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION transformer" to load this file. \quit
+
+-- Attention on matrices (2-D real[]): softmax(Q·Kᵀ/√d_k)·V
+
+CREATE FUNCTION self_attention(q real[], k real[], v real[], causal boolean DEFAULT false)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'self_attention'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION self_attention(real[], real[], real[], boolean) IS
+'scaled dot-product attention softmax(q·kᵀ/√d_k)·v of q (n×d_k) over k (m×d_k) and v (m×d_v), giving n×d_v; causal hides key j from query i when j > i';
+
+CREATE FUNCTION attention_weights(q real[], k real[], causal boolean DEFAULT false)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'attention_weights'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION attention_weights(real[], real[], boolean) IS
+'the n×m attention weight matrix softmax(q·kᵀ/√d_k) of q (n×d_k) over k (m×d_k); each row sums to 1';
+
+CREATE FUNCTION multihead_attention(q real[], k real[], v real[], heads integer, causal boolean DEFAULT false)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'multihead_attention'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION multihead_attention(real[], real[], real[], integer, boolean) IS
+'multi-head attention without learned projections: the columns of q, k and v are split into heads blocks, each head attends on its own, and the results are concatenated (n×d_v)';
+
+-- Aggregates: Σ softmax(score)_i · value_i over the rows of a group
+
+CREATE FUNCTION softmax_weighted_sum_accum(state double precision[], score double precision, value real[])
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'softmax_weighted_sum_accum'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION softmax_weighted_sum_accum(double precision[], double precision, real[]) IS
+'transition function of softmax_weighted_sum';
+
+CREATE FUNCTION attend_accum(state double precision[], query real[], key real[], value real[])
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'attend_accum'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION attend_accum(double precision[], real[], real[], real[]) IS
+'transition function of attend';
+
+CREATE FUNCTION softmax_weighted_sum_combine(double precision[], double precision[])
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'softmax_weighted_sum_combine'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION softmax_weighted_sum_combine(double precision[], double precision[]) IS
+'combine function of softmax_weighted_sum and attend: merges two partial states';
+
+CREATE FUNCTION softmax_weighted_sum_final(double precision[])
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'softmax_weighted_sum_final'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION softmax_weighted_sum_final(double precision[]) IS
+'final function of softmax_weighted_sum and attend: the weighted mean, or NULL without rows';
+
+CREATE AGGREGATE softmax_weighted_sum(score double precision, value real[]) (
+	SFUNC = softmax_weighted_sum_accum,
+	STYPE = double precision[],
+	FINALFUNC = softmax_weighted_sum_final,
+	COMBINEFUNC = softmax_weighted_sum_combine,
+	INITCOND = '{}',
+	PARALLEL = SAFE
+);
+
+COMMENT ON AGGREGATE softmax_weighted_sum(double precision, real[]) IS
+'Σ softmax(score)_i · value_i over the group, in one streaming pass; rows with a NULL score or value are skipped';
+
+CREATE AGGREGATE attend(query real[], key real[], value real[]) (
+	SFUNC = attend_accum,
+	STYPE = double precision[],
+	FINALFUNC = softmax_weighted_sum_final,
+	COMBINEFUNC = softmax_weighted_sum_combine,
+	INITCOND = '{}',
+	PARALLEL = SAFE
+);
+
+COMMENT ON AGGREGATE attend(real[], real[], real[]) IS
+'attention of one query over the rows of a group: Σ softmax(query·key_i/√d)_i · value_i; rows with a NULL query, key or value are skipped';
+
+-- Tokenizers: SentencePiece models (and Marian vocabularies) in a table
+
+CREATE TABLE transformer_tokenizers (
+	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) < 64),
+	model bytea NOT NULL,
+	vocab jsonb,
+	created timestamptz NOT NULL DEFAULT now()
+);
+-- models are read whole on every load: no compression to undo
+ALTER TABLE transformer_tokenizers ALTER COLUMN model SET STORAGE EXTERNAL;
+COMMENT ON TABLE transformer_tokenizers IS
+'SentencePiece tokenizers: the .model/.spm file as is, and an optional vocabulary (piece -> model id, as Marian''s vocab.json)';
+COMMENT ON COLUMN transformer_tokenizers.model IS 'the serialized SentencePiece ModelProto';
+COMMENT ON COLUMN transformer_tokenizers.vocab IS 'piece -> model id; NULL: ids are SentencePiece''s own';
+SELECT pg_catalog.pg_extension_config_dump('transformer_tokenizers', '');
+GRANT SELECT ON transformer_tokenizers TO PUBLIC;
+
+CREATE FUNCTION transformer_invalidate_cache()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'transformer_invalidate_cache'
+LANGUAGE C;
+
+COMMENT ON FUNCTION transformer_invalidate_cache() IS
+'trigger: makes every backend reload tokenizers (and models) after a change';
+
+CREATE TRIGGER transformer_tokenizers_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_tokenizers
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+
+CREATE FUNCTION import_tokenizer(name text, spm_path text, vocab_path text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'import_tokenizer'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_tokenizer(text, text, text) IS
+'stores a tokenizer from server files: a SentencePiece model (.model/.spm) and optionally a Marian vocab.json; superuser or pg_read_server_files only; returns the number of pieces';
+
+CREATE FUNCTION load_tokenizer(name text, spm bytea, vocab jsonb DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'load_tokenizer'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION load_tokenizer(text, bytea, jsonb) IS
+'stores a tokenizer from bytes sent by the client (no server file access needed); returns the number of pieces';
+
+CREATE FUNCTION drop_tokenizer(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'drop_tokenizer'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION drop_tokenizer(text) IS
+'removes a tokenizer; false if there was none';
+
+CREATE FUNCTION tokenize(input text, tokenizer text)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'tokenize'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION tokenize(text, text) IS
+'the token ids of input (no end-of-sentence id added): the vocabulary''s ids if the tokenizer has one, else SentencePiece''s';
+
+CREATE FUNCTION tokens(input text, tokenizer text)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'tokens'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION tokens(text, text) IS
+'the pieces input is split into, as SentencePiece reports them';
+
+CREATE FUNCTION detokenize(ids integer[], tokenizer text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'detokenize'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION detokenize(integer[], text) IS
+'the text of a sequence of token ids, as SentencePiece decodes it';
+
+-- Models: configuration and tensors in tables, in the Hugging Face Marian layout
+
+CREATE TABLE transformer_models (
+	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 56),
+	config jsonb NOT NULL,
+	config_json bytea NOT NULL,
+	vocab_json bytea NOT NULL,
+	safetensors_header bytea NOT NULL,
+	generation_config jsonb,
+	generation_config_json bytea,
+	source_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
+	target_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
+	created timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE transformer_models IS
+'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
+SELECT pg_catalog.pg_extension_config_dump('transformer_models', '');
+GRANT SELECT ON transformer_models TO PUBLIC;
+
+CREATE TABLE transformer_tensors (
+	model text NOT NULL REFERENCES transformer_models (name) ON DELETE CASCADE,
+	name text NOT NULL,
+	shape bigint[] NOT NULL,
+	dtype text NOT NULL CHECK (dtype IN ('F32', 'F16', 'BF16')),
+	data_offset bigint NOT NULL,
+	data bytea NOT NULL,
+	PRIMARY KEY (model, name)
+);
+-- weights are read whole on every load: no compression to undo
+ALTER TABLE transformer_tensors ALTER COLUMN data SET STORAGE EXTERNAL;
+COMMENT ON TABLE transformer_tensors IS
+'the tensors of each model: safetensors name, shape and dtype, and the little-endian bytes as in the file';
+SELECT pg_catalog.pg_extension_config_dump('transformer_tensors', '');
+GRANT SELECT ON transformer_tensors TO PUBLIC;
+
+CREATE TRIGGER transformer_models_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_models
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+CREATE TRIGGER transformer_tensors_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_tensors
+FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+
+CREATE FUNCTION import_model(name text, dir text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'import_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_model(text, text) IS
+'stores a Hugging Face Marian / OPUS-MT model directory as published (config.json, model.safetensors, source.spm, target.spm, vocab.json, and generation_config.json if present); superuser or pg_read_server_files only; returns the number of parameters';
+
+CREATE FUNCTION load_model(name text, config bytea, safetensors bytea, source_spm bytea, target_spm bytea, vocab bytea,
+                           generation_config bytea DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'load_model'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION load_model(text, bytea, bytea, bytea, bytea, bytea, bytea) IS
+'stores a model from the bytes of its files sent by the client (no server file access needed), generation_config.json optional; returns the number of parameters';
+
+CREATE FUNCTION export_model(name text, dir text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'export_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION export_model(text, text) IS
+'writes a model''s files into a server directory, byte for byte as imported; superuser or pg_write_server_files only; returns the number of tensors';
+
+CREATE FUNCTION drop_model(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'drop_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION drop_model(text) IS
+'removes a model, its tensors and its tokenizers; false if there was none';
+
+CREATE FUNCTION embed(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'embed'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION embed(text, text) IS
+'tokens x d_model: the token embeddings of input (end-of-sentence included), scaled as configured, plus positional encodings';
+
+CREATE FUNCTION encode(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encode'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION encode(text, text) IS
+'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
+
+CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'translate_text'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); NULL input gives NULL';
+
+CREATE FUNCTION translate(input text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'translate_default'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION translate(text) IS
+'translates input with the model named by transformer.default_model';
+
+CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'translate_batch'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
+
+CREATE FUNCTION generate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
+                          early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
+                          no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'generate'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000;
+
+COMMENT ON FUNCTION generate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+'the target token ids translate() decodes (end-of-sentence excluded), for inspection';
+
+CREATE FUNCTION import_model(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'import_bundled_model'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION import_model(text) IS
+'stores a model bundled with the extension (multi30k_de_en: German to English), from the extension''s installation directory; returns the number of parameters';
