@@ -14,6 +14,8 @@ CREATE TEMP TABLE f AS SELECT
   pg_read_binary_file(:'dir' || '/vocab.json') AS vocab;
 CREATE FUNCTION pg_temp.cfg(patch jsonb) RETURNS bytea LANGUAGE sql AS
 $$ SELECT convert_to(((SELECT convert_from(config, 'UTF8') FROM f)::jsonb || patch)::text, 'UTF8') $$;
+CREATE FUNCTION pg_temp.load_gen(gen text) RETURNS bigint LANGUAGE sql AS
+$$ SELECT load_model('bad', f.config, f.st, f.spm, f.spm, f.vocab, convert_to(gen, 'UTF8')) FROM f $$;
 CREATE FUNCTION pg_temp.load(bytea, bytea) RETURNS bigint LANGUAGE sql AS
 $$ SELECT load_model('bad', $1, $2, f.spm, f.spm, f.vocab) FROM f $$;
 -- a safetensors file from a (short) JSON header and data
@@ -34,7 +36,25 @@ SELECT encode(repeat('a ', 40), 'm');
 SELECT translate('a', 'm', 0);
 SELECT translate('a', 'm', 65);
 SELECT translate('a', 'm', 1, 0);
-SELECT translate('a', 'm', 1, 65);
+SELECT translate('a', 'm', 1, 66);
+SELECT translate('a', 'm', length_penalty => 'NaN');
+SELECT translate('a', 'm', repetition_penalty => 0);
+SELECT translate('a', 'm', repetition_penalty => '-Infinity');
+SELECT translate('a', 'm', no_repeat_ngram_size => -1);
+SELECT translate('a', 'm', min_length => -1);
+SELECT translate('a', 'm', max_new_tokens => 0);
+SELECT translate('a', 'm', max_new_tokens => 65);
+SELECT translate('a', 'm', beam_size => 0);
+-- generation configurations
+SELECT pg_temp.load_gen('{"early_stopping": "sometimes"}');
+SELECT pg_temp.load_gen('{"bad_words_ids": [[99999]]}');
+SELECT pg_temp.load_gen('{"bad_words_ids": [[]]}');
+SELECT pg_temp.load_gen('{"bad_words_ids": 5}');
+SELECT pg_temp.load_gen('{"repetition_penalty": 0}');
+SELECT pg_temp.load_gen('{"num_beams": 65}');
+SELECT pg_temp.load_gen('{"max_length": 0}');
+SELECT pg_temp.load_gen('[1]');
+SELECT pg_temp.load_gen('{"eos_token_id": 99999}');
 SELECT translate(ARRAY[['a']], 'm');
 -- files and privileges
 SELECT import_model('x', '/nonexistent');

@@ -1043,8 +1043,18 @@ DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o, T
 	max_new = int_option(o, OPT_MAX_NEW_TOKENS, "max_new_tokens", g->max_new_tokens, 1, c->max_pos);
 	if (max_new > 0)
 		opt->max_length = Min(max_new, c->max_pos) + 1;
+	else if (o->given[OPT_MAX_LENGTH])
+	{
+		opt->max_length = DatumGetInt32(o->value[OPT_MAX_LENGTH]);
+		if (opt->max_length < 1 || opt->max_length > c->max_pos + 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_length must be between 1 and %d for model \"%s\"", c->max_pos + 1, model),
+					 errdetail("It is %d.  As in Hugging Face's generate(), it counts the decoder start token, so the model's %d positions allow %d.",
+							   opt->max_length, c->max_pos, c->max_pos + 1)));
+	}
 	else
-		opt->max_length = int_option(o, OPT_MAX_LENGTH, "max_length", g->max_length, 1, c->max_pos + 1);
+		opt->max_length = g->max_length;
 	if (!o->given[OPT_MAX_LENGTH] && !o->given[OPT_MAX_NEW_TOKENS] && transformer_max_length_factor > 0)
 		opt->max_length = Min(opt->max_length, 1 + (int) ceil(transformer_max_length_factor * n));
 

@@ -9,7 +9,11 @@
 - corpus BLEU with sacreBLEU's 13a tokenization (tools/bleu.py), cross-
   checked with NLTK's corpus_bleu on the same tokenized text;
 - with --parity, the same weights decoded by PyTorch (tools/marian_torch.py,
-  same beam settings): how many outputs are identical.
+  Hugging Face's generate() rules, same beam settings): how many outputs are
+  identical;
+- --factor sets transformer.max_length_factor (0: no runaway guard, as
+  Hugging Face); --save writes the translations, --compare counts how many
+  differ from a saved run.
 """
 import argparse
 import gzip
@@ -36,8 +40,8 @@ def psql(sql):
                           capture_output=True, text=True, check=True).stdout
 
 
-def sql_translate(split, beam):
-    out = psql("""
+def sql_translate(split, beam, factor=None):
+    out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") + """
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
 SELECT import_model('%(m)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(m)s') \\g /dev/null
@@ -63,11 +67,14 @@ def main():
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--parity", action="store_true", help="also decode with PyTorch and compare")
     ap.add_argument("--show", type=int, default=0, help="print the first N translations")
+    ap.add_argument("--factor", help="transformer.max_length_factor for the run")
+    ap.add_argument("--save", help="write the translations to this file")
+    ap.add_argument("--compare", help="count the translations that differ from this file's")
     args = ap.parse_args()
 
     refs = read(args.split, "en")
     t0 = time.time()
-    hyps = sql_translate(args.split, args.beam)
+    hyps = sql_translate(args.split, args.beam, args.factor)
     elapsed = time.time() - t0
     assert len(hyps) == len(refs), (len(hyps), len(refs))
 
@@ -76,6 +83,14 @@ def main():
     nltk = 100 * nltk_bleu([[tokenize_13a(r).split()] for r in refs], [tokenize_13a(h).split() for h in hyps])
     print("%s, beam %d, %d sentences through SQL in %.0f s: BLEU %.2f (13a; NLTK on the same tokens: %.2f)"
           % (args.split, args.beam, len(hyps), elapsed, ours, nltk))
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            f.write("\n".join(hyps) + "\n")
+    if args.compare:
+        with open(args.compare, encoding="utf-8") as f:
+            other = f.read().split("\n")[:-1]
+        changed = sum(a != b for a, b in zip(hyps, other))
+        print("  differ from %s: %d of %d" % (args.compare, changed, len(hyps)))
     for de, h, r in list(zip(read(args.split, "de"), hyps, refs))[:args.show]:
         print("  de: %s\n  ->  %s\n  en: %s" % (de, h, r))
     if args.parity:

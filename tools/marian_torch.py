@@ -508,6 +508,8 @@ def load_marian(directory):
     missing, unexpected = model.load_state_dict(sd, strict=False)
     if shared:
         missing = [m for m in missing if not m.startswith(("encoder.embed_tokens", "decoder.embed_tokens"))]
+    # a buffer of zeros in MarianMTModel, when the checkpoint lacks it
+    missing = [m for m in missing if m != "final_logits_bias"]
     if missing or unexpected:
         raise ValueError("checkpoint mismatch: missing %s, unexpected %s" % (missing, unexpected))
     return model.eval()

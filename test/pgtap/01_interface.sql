@@ -47,9 +47,11 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
              AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
-                             'translate(text,text,integer,integer)', 'translate(text[],text,integer,integer)',
-                             'generate(text,text,integer,integer)')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, beam_size, max_length) and the trigger');
+                             'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)',
+                             'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
+                             'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
+                             'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options) and the trigger');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -11,10 +11,10 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(33);
+SELECT plan(34);
 
 SELECT is(import_model(m, :'root' || '/test/fixtures/models/' || m), p::bigint, 'import_model ' || m || ': ' || p || ' parameters')
-FROM (VALUES ('marian_swish', 49385), ('paper_relu', 55817), ('prenorm_gelu', 66473)) v(m, p);
+FROM (VALUES ('marian_swish', 49385), ('paper_relu', 55616), ('prenorm_gelu', 60041)) v(m, p);
 
 CREATE TEMP TABLE expected AS
 SELECT m, n, c FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) m,
@@ -30,12 +30,34 @@ SELECT cmp_ok((SELECT max(pg_temp.maxdiff(embed(c->>'input', m), c->'embed')) FR
 SELECT cmp_ok((SELECT max(pg_temp.maxdiff(encode(c->>'input', m), c->'encode')) FROM expected WHERE m = mm),
   '<=', 1e-4::float8, mm || ': encode() within 1e-4 of PyTorch') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
 SELECT diag('largest encode() difference: ' || max(pg_temp.maxdiff(encode(c->>'input', m), c->'encode'))) FROM expected;
-SELECT is((SELECT array_agg(n ORDER BY n) FROM expected WHERE m = mm AND generate(c->>'input', m, 1) <> pg_temp.ints(c->'greedy')),
-  NULL, mm || ': greedy ids identical to the PyTorch greedy loop') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
-SELECT is((SELECT array_agg(n ORDER BY n) FROM expected WHERE m = mm AND generate(c->>'input', m, 3) <> pg_temp.ints(c->'beam3')),
-  NULL, mm || ': beam search (3) identical to PyTorch''s') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
-SELECT is((SELECT array_agg(n ORDER BY n) FROM expected WHERE m = mm AND generate(c->>'input', m, 5, 7) <> pg_temp.ints(c->'beam5_max7')),
-  NULL, mm || ': beam search (5, max_length 7) identical to PyTorch''s') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
+-- every input with every option set of tools/gen_model_fixtures.py, against
+-- Hugging Face's generate() rules as tools/marian_torch.py ports them (no
+-- runaway guard: transformer.max_length_factor = 0)
+SET LOCAL transformer.max_length_factor = 0;
+CREATE TEMP TABLE decoded AS
+SELECT m, n, k, o, pg_temp.ints(d->'ids') AS want,
+       generate(c->>'input', m, beam_size => (o->>'num_beams')::int, max_length => (o->>'max_length')::int,
+                early_stopping => (o->>'early_stopping')::boolean, length_penalty => (o->>'length_penalty')::float8,
+                no_repeat_ngram_size => (o->>'no_repeat_ngram_size')::int, repetition_penalty => (o->>'repetition_penalty')::float8,
+                min_length => (o->>'min_length')::int, max_new_tokens => (o->>'max_new_tokens')::int) AS got
+FROM expected, jsonb_array_elements(c->'decode') WITH ORDINALITY AS e(d, k), LATERAL (SELECT d->'options' AS o) x;
+SELECT is((SELECT string_agg('input ' || n || ' with ' || o::text, '; ' ORDER BY n, k) FROM decoded WHERE m = mm AND got <> want), NULL,
+  mm || ': generate() identical to Hugging Face''s rules, ' || (SELECT count(*) FROM decoded WHERE m = mm) || ' cases (greedy, beam 3-5, length penalties, early stopping, no-repeat n-grams, repetition penalty, min_length, max_length, max_new_tokens)')
+FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
+SELECT cmp_ok((SELECT count(*)::int FROM decoded WHERE cardinality(want) BETWEEN 1 AND 30), '>=', 10, 'some outputs end with EOS well before max_length');
+SELECT cmp_ok((SELECT count(*)::int FROM decoded a JOIN decoded b USING (m, n) WHERE a.o = '{"num_beams": 1}' AND b.o = '{"num_beams": 3}' AND a.want <> b.want), '>=', 5,
+  'beam search differs from greedy on some inputs');
+-- pad (decoder_start_token_id) has a logit high enough to win in marian_swish: bad_words_ids bans it
+SELECT is((SELECT count(*)::int FROM decoded WHERE m = 'marian_swish' AND 200 = ANY(got)), 0, 'pad is never emitted, though it would win');
+SELECT load_model('swish_pad_allowed',
+  convert_to((convert_from(pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/config.json'), 'UTF8')::jsonb - 'bad_words_ids')::text, 'UTF8'),
+  pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/model.safetensors'),
+  pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/source.spm'),
+  pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/target.spm'),
+  pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/vocab.json')) \g /dev/null
+SELECT ok(200 = ANY(generate('a', 'swish_pad_allowed', 1)), 'without bad_words_ids pad wins, as in Hugging Face''s generate()');
+-- the generation config comes from generation_config.json when there is one (prenorm_gelu's)
+SELECT is((SELECT generation_config->>'early_stopping' FROM transformer_models WHERE name = 'prenorm_gelu'), 'never', 'generation_config.json is stored');
 
 -- a length penalty of 0.6: the same weights, loaded from bytes with another config
 SELECT load_model('swish_lp06',
@@ -45,17 +67,23 @@ SELECT load_model('swish_lp06',
   pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/source.spm'),
   pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/target.spm'),
   pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/vocab.json')) \g /dev/null
-SELECT is((SELECT array_agg(n ORDER BY n) FROM expected WHERE m = 'marian_swish' AND generate(c->>'input', 'swish_lp06', 3) <> pg_temp.ints(c->'beam3_lp06')),
-  NULL, 'load_model from bytes; beam search with length penalty 0.6 identical to PyTorch''s');
+SELECT is((SELECT string_agg(n::text, ',') FROM decoded WHERE m = 'marian_swish' AND o = '{"num_beams": 3, "length_penalty": 0.6}'
+           AND generate((SELECT c->>'input' FROM expected e WHERE e.m = 'marian_swish' AND e.n = decoded.n), 'swish_lp06', 3) <> want),
+  NULL, 'load_model from bytes; the configuration''s length penalty 0.6 as the per-call one');
 
 -- translate() is generate() decoded by the target tokenizer
-SELECT is((SELECT array_agg(n ORDER BY n) FROM expected WHERE m = 'paper_relu'
-           AND translate(c->>'input', m, 3) IS DISTINCT FROM detokenize(pg_temp.ints(c->'beam3'), 'paper_relu/target')), NULL,
+SELECT is((SELECT array_agg(n ORDER BY n) FROM decoded d WHERE m = 'paper_relu' AND o = '{"num_beams": 3}'
+           AND translate((SELECT c->>'input' FROM expected e WHERE e.m = d.m AND e.n = d.n), m, 3) IS DISTINCT FROM detokenize(want, 'paper_relu/target')), NULL,
   'translate() decodes the generated ids');
 SELECT is(translate(ARRAY(SELECT c->>'input' FROM expected WHERE m = 'paper_relu' ORDER BY n), 'paper_relu', 2),
           ARRAY(SELECT translate(c->>'input', 'paper_relu', 2) FROM expected WHERE m = 'paper_relu' ORDER BY n),
   'the batch form gives the one-row form''s outputs');
 SELECT is(translate(ARRAY['Transformer', NULL], 'paper_relu'), ARRAY[translate('Transformer', 'paper_relu'), NULL], 'NULL elements stay NULL');
+SELECT is(translate(ARRAY['a', NULL, 'SELECT attention FROM memory', NULL, 'Transformer'], 'marian_swish', 3),
+          ARRAY[translate('a', 'marian_swish', 3), NULL, translate('SELECT attention FROM memory', 'marian_swish', 3), NULL, translate('Transformer', 'marian_swish', 3)],
+  'NULL elements in the middle keep the other outputs in place');
+SELECT is(generate('SELECT attention FROM memory', 'paper_relu', 2, max_new_tokens => 4, no_repeat_ngram_size => 1),
+          generate('SELECT attention FROM memory', 'paper_relu', 2, max_length => 5, no_repeat_ngram_size => 1), 'max_new_tokens n is max_length n + 1');
 SET LOCAL transformer.default_model = 'prenorm_gelu';
 SELECT is(translate('Transformer'), translate('Transformer', 'prenorm_gelu'), 'translate(input) uses transformer.default_model');
 SELECT is(translate('Transformer', 'prenorm_gelu'), translate('Transformer', 'prenorm_gelu', 3), 'beam_size defaults to the config''s num_beams');

@@ -19,7 +19,7 @@ CREATE EXTENSION transformer;
 SELECT plan(4);
 
 SELECT cmp_ok((pg_stat_file(:'big' || '/model.safetensors')).size, '>', 1200000000::bigint, 'the model file is over 1 GB');
-SELECT is(import_model('big', :'big'), 55817::bigint, 'import_model reads a file over 1 GB');
+SELECT is(import_model('big', :'big'), 55616::bigint, 'import_model reads a file over 1 GB');
 SELECT import_model('small', :'relu') \g /dev/null
 SELECT is(translate('SELECT attention FROM memory', 'big', 2), translate('SELECT attention FROM memory', 'small', 2), 'and translates as the same model from a small file');
 SELECT throws_ok(format('SELECT import_model(%L, %L)', 'huge', :'huge'), '54000', 'tensor "model.shared.weight" is too large to store',
