@@ -87,6 +87,7 @@ fixtures:
 	$(PYTHON) tools/gen_tokenizer_fixtures.py
 	$(PYTHON) tools/gen_model_fixtures.py
 	$(PYTHON) tools/gen_bundled_fixtures.py
+	$(PYTHON) tools/gen_opus_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
 bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h

@@ -172,11 +172,12 @@ CREATE TABLE transformer_models (
 	config_json bytea NOT NULL,
 	vocab_json bytea NOT NULL,
 	safetensors_header bytea NOT NULL,
-	generation_config jsonb,
-	generation_config_json bytea,
 	source_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
 	target_tokenizer text NOT NULL REFERENCES transformer_tokenizers (name),
-	created timestamptz NOT NULL DEFAULT now()
+	created timestamptz NOT NULL DEFAULT now(),
+	-- since 0.2.0, at the end as ALTER TABLE adds them
+	generation_config jsonb,
+	generation_config_json bytea
 );
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';

@@ -155,7 +155,7 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 				 errdetail("d_model is %d, with %d encoder and %d decoder heads.",
 						   c->d_model, c->enc_heads, c->dec_heads)));
 
-	act = config_string(config, "activation_function", "relu");
+	act = config_string(config, "activation_function", "gelu");	/* MarianConfig's default */
 	if (strcmp(act, "relu") == 0)
 		c->activation = TF_ACT_RELU;
 	else if (strcmp(act, "gelu") == 0)

@@ -177,8 +177,9 @@ class Marian(nn.Module):
             x = self.encoder.layer_norm(x)
         return x, pad
 
-    def decode(self, tgt_in, memory, memory_pad):
-        """Logits (b, n, vocab) for decoder inputs tgt_in (b, n), causal."""
+    def decode(self, tgt_in, memory, memory_pad, last_only=False):
+        """Logits (b, n, vocab) for decoder inputs tgt_in (b, n), causal;
+        with last_only, (b, 1, vocab) for the last position only."""
         n = tgt_in.shape[1]
         # the start token is the pad id, so pads are not masked here: padding
         # only ever follows the real tokens, which the causal mask hides
@@ -188,6 +189,8 @@ class Marian(nn.Module):
             x = layer(x, causal, memory, memory_pad)
         if self.decoder.layer_norm is not None:
             x = self.decoder.layer_norm(x)
+        if last_only:
+            x = x[:, -1:, :]
         return F.linear(x, self.output_weight()) + self.final_logits_bias
 
     def forward(self, src, tgt_in):
@@ -300,7 +303,7 @@ def process_logits(gen, max_length, input_ids, scores):
 
 def _logits(model, prefix, memory, pad):
     """The decoder's next-token logits for each prefix, float32 as HF takes them."""
-    return model.decode(prefix, memory, pad)[:, -1, :].float()
+    return model.decode(prefix, memory, pad, last_only=True)[:, -1, :].float()
 
 
 @torch.inference_mode()

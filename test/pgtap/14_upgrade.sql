@@ -1,0 +1,44 @@
+-- Upgrading from version 0.1.0: the library serves the old tables until
+-- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
+-- and the updated objects are those of a fresh 0.2.0 install.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+\set root `pwd`
+
+BEGIN;
+SELECT plan(6);
+-- a fresh 0.2.0 install's objects, as text
+CREATE EXTENSION transformer;
+CREATE TEMP TABLE fresh AS
+SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
+WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
+UNION ALL
+SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0;
+DROP EXTENSION transformer;
+
+CREATE EXTENSION transformer VERSION '0.1.0';
+SELECT throws_ok(format('SELECT import_model(%L, %L)', 'm', :'root' || '/test/fixtures/models/marian_swish'), '55000',
+  'extension transformer must be updated to version 0.2.0', 'a 0.1.0 database: writes ask for the update');
+-- a model stored by 0.1.0 (its rows, as its import_model wrote them)
+INSERT INTO transformer_tokenizers (name, model, vocab) VALUES
+  ('m/source', pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/source.spm'), pg_read_file(:'root' || '/test/fixtures/models/marian_swish/vocab.json')::jsonb),
+  ('m/target', pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/target.spm'), pg_read_file(:'root' || '/test/fixtures/models/marian_swish/vocab.json')::jsonb);
+ALTER EXTENSION transformer UPDATE TO '0.2.0';
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.2.0', 'ALTER EXTENSION transformer UPDATE reaches 0.2.0');
+SELECT is((SELECT count(*)::int FROM transformer_tokenizers), 2, 'the stored rows are kept');
+CREATE TEMP TABLE updated AS
+SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
+WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
+UNION ALL
+SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0;
+SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM fresh EXCEPT SELECT object FROM updated) x), NULL, 'nothing of a fresh install is missing after the update');
+SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM updated EXCEPT SELECT object FROM fresh) x), NULL, 'and nothing is left over');
+SELECT cmp_ok(import_model('m', :'root' || '/test/fixtures/models/marian_swish'), '>', 0::bigint, 'the updated extension imports');
+
+SELECT * FROM finish();
+ROLLBACK;
