@@ -68,7 +68,7 @@ SELECT model, n, k, o, ARRAY(SELECT jsonb_array_elements_text(d->'ids')::int) AS
 FROM exp, jsonb_array_elements(e->'cases') WITH ORDINALITY AS s(c, n), jsonb_array_elements(c->'decode') WITH ORDINALITY AS x(d, k),
      LATERAL (SELECT d->'options' AS o) y;
 SELECT is((SELECT string_agg('input ' || n || ' with ' || o::text, '; ' ORDER BY n, k) FROM decoded WHERE model = mm AND got <> want), NULL,
-  mm || ': generate() identical to Hugging Face''s rules, ' || (SELECT count(*) FROM decoded WHERE model = mm) || ' cases: the model''''s own generation config and ' || (SELECT count(DISTINCT o) - 1 FROM decoded WHERE model = mm) || ' option sets')
+  mm || ': generate() identical to Hugging Face''s rules, ' || (SELECT count(*) FROM decoded WHERE model = mm) || ' cases: the model''s own generation config and ' || (SELECT count(DISTINCT o) - 1 FROM decoded WHERE model = mm) || ' option sets')
 FROM unnest(ARRAY['opus-mt-en-mg', 'opus-mt-zh-en']) mm;
 SELECT is((SELECT count(*)::int FROM decoded d WHERE (SELECT (e->'vocab'->>'<pad>')::int FROM exp WHERE exp.model = d.model) = ANY(got)), 0, 'pad is never generated');
 SELECT cmp_ok((SELECT count(*)::int FROM decoded WHERE o = '{}' AND cardinality(want) > 20), '>=', 1, 'the models'' own generation configs let outputs run long (max_length 512)');
