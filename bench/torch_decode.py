@@ -11,16 +11,26 @@ it for MarianMTModel, on the modules of tools/marian_torch.py.
   K * vocab, and reorders the caches with index_select.  Finished sentences
   leave the batch (HF keeps computing them until the whole batch is done:
   this baseline is, if anything, faster than HF's).
-- Log-softmax in fp32 over the vocabulary with the pad id excluded, as HF's
-  generate() (the C code and tools/marian_torch.py's reference use double;
-  benchmarks report how many outputs agree).
+- The decoding rules are Hugging Face's, as tools/marian_torch.py ports
+  them, for what the models here use: the log-softmax in fp32 (the C code
+  and the reference use double; benchmarks report how many outputs agree),
+  then bad_words_ids (pad), forced EOS at max_length - 1 and
+  renormalize_logits as the generation config says; finished hypotheses
+  scored with the length penalty (length with EOS); early_stopping=False's
+  heuristic.  max_length is the model's, capped at 3 times the source as
+  translate()'s default runaway guard does, so both do the same work.
 
 Everything runs under torch.inference_mode().
 """
 import math
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import marian_torch as mt  # noqa: E402
 
 
 def _heads(x, h):
@@ -39,6 +49,10 @@ class IncrementalDecoder:
         self.start = self.cfg["decoder_start_token_id"]
         self.out_w = model.output_weight()
         self.bias = model.final_logits_bias[0]
+        self.gen = mt.generation_config(cfg=self.cfg)
+        self.start = self.gen["decoder_start_token_id"]
+        self.eos = self.gen["eos_token_id"]
+        self.bad = [w[0] for w in self.gen["bad_words_ids"] or [] if len(w) == 1 and w != [self.eos]]
 
     # -------------------------------------------------------- model steps
 
@@ -95,22 +109,39 @@ class IncrementalDecoder:
                             lambda h, layer=layer: layer.fc2(layer.act(layer.fc1(h))))
         if dec.layer_norm is not None:
             x = dec.layer_norm(x)
-        logits = F.linear(x[:, 0], self.out_w, self.bias)
-        logits[:, self.pad] = float("-inf")
-        return torch.log_softmax(logits, dim=-1)
+        return F.linear(x[:, 0], self.out_w, self.bias)
+
+    def process(self, scores, cur_len, max_length, beam):
+        """The logits processors these models use, on (R, vocab) scores of
+        rows whose decoder input has cur_len tokens."""
+        if beam:
+            scores = torch.log_softmax(scores, dim=-1)
+        if self.bad:
+            scores[:, self.bad] = float("-inf")
+        if self.gen["forced_eos_token_id"] is not None and max_length is not None and cur_len == max_length - 1:
+            scores[:] = float("-inf")
+            scores[:, self.gen["forced_eos_token_id"]] = 0
+        if beam and self.gen["renormalize_logits"]:
+            scores = torch.log_softmax(scores, dim=-1)
+        return scores
 
     # ------------------------------------------------------------ search
 
     def max_length(self, src):
-        return min(2 * len(src) + 10, self.cfg["max_position_embeddings"])
+        """Hugging Face's (the start token counts), capped as translate() caps it by default."""
+        n = self.gen["max_length"]
+        if n == mt.GENERATION_DEFAULTS["max_length"]:
+            n = min(n + 1, self.cfg["max_position_embeddings"])
+        return min(n, self.cfg["max_position_embeddings"] + 1, 1 + math.ceil(3 * len(src)))
 
     @torch.inference_mode()
     def greedy(self, src):
         state = self.encode([src])
         tok = torch.tensor([self.start])
         out = []
-        for t in range(self.max_length(src)):
-            nxt = int(self.step(state, tok, t)[0].argmax())
+        max_length = self.max_length(src)
+        for t in range(max_length - 1):
+            nxt = int(self.process(self.step(state, tok, t), t + 1, max_length, False)[0].argmax())
             if nxt == self.eos:
                 break
             out.append(nxt)
@@ -132,8 +163,13 @@ class IncrementalDecoder:
         result = [None] * B
         maxlen = [self.max_length(s) for s in batch]
         last = torch.full((B * K,), self.start, dtype=torch.long)
-        for t in range(1, max(maxlen) + 1):
-            lp = self.step(state, last, t - 1)  # (A*K, V)
+        for t in range(1, max(maxlen)):
+            lp = self.process(self.step(state, last, t - 1), t, None, True)  # (A*K, V)
+            if self.gen["forced_eos_token_id"] is not None:
+                for a, sent in enumerate(active):
+                    if t == maxlen[sent] - 1:
+                        lp[a * K:(a + 1) * K] = float("-inf")
+                        lp[a * K:(a + 1) * K, self.gen["forced_eos_token_id"]] = 0
             V = lp.shape[1]
             A = len(active)
             cand = (lp.view(A, K, V) + scores.view(A, K, 1)).view(A, K * V)
@@ -142,20 +178,25 @@ class IncrementalDecoder:
             keep_rows, new_last, new_scores, still = [], [], [], []
             for a, sent in enumerate(active):
                 new = []
+                last_step = t == maxlen[sent] - 1
                 for rank in range(2 * K):
                     s, ix = top_s[a][rank], top_i[a][rank]
                     bi, tok = divmod(ix, V)
-                    if tok == self.eos:
+                    if s == float("-inf"):
+                        continue
+                    if tok == self.eos or last_step:
                         if rank < K:
-                            finished[sent].append((s / t ** length_penalty, toks[sent][bi][1:]))
+                            hyp = toks[sent][bi][1:] + ([] if tok == self.eos else [tok])
+                            finished[sent].append((s / t ** length_penalty, hyp))
+                            finished[sent].sort(key=lambda f: -f[0])
+                            del finished[sent][K:]
                         continue
                     if len(new) < K:
                         new.append((bi, tok, s))
-                done = len(finished[sent]) >= K or not new
-                if not done and t == maxlen[sent]:
-                    for bi, tok, s in new:
-                        finished[sent].append((s / t ** length_penalty, toks[sent][bi][1:] + [tok]))
-                    done = True
+                done = last_step or not new
+                if not done and len(finished[sent]) >= K:
+                    # _check_early_stop_heuristic (early_stopping=False)
+                    done = min(f[0] for f in finished[sent]) >= new[0][2] / t ** length_penalty
                 if done:
                     fin = finished[sent]
                     best = max(range(len(fin)), key=lambda i: (fin[i][0], -i))

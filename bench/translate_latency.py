@@ -2,7 +2,8 @@
 """Latency of one sentence: SQL translate() vs PyTorch incremental decoding.
 
 For each of the first N Multi30k test_2016_flickr sentences, greedy and beam
-4, both single-threaded, with the same max_length (2n + 10, as translate()):
+4, both single-threaded, with the same rules and max_length (Hugging Face's, capped at
+3 times the source as translate()'s default runaway guard):
 - PyTorch: bench/torch_decode.py (KV cache, cross K/V once, inference_mode,
   fp32, OpenBLAS with this CPU's kernels), median of REPS runs;
 - SQL: SELECT translate(sentence, model, beam) timed inside the server
