@@ -23,7 +23,9 @@ OBJS = \
 	src/sql_tokenizer.o \
 	src/model.o \
 	src/model_store.o \
-	src/sql_model.o
+	src/sql_model.o \
+	src/segment.o \
+	src/sql_document.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
 
@@ -33,7 +35,7 @@ REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc
 PG_CFLAGS = -O3
-SHLIB_LINK = -lopenblas -lm
+SHLIB_LINK = -lopenblas -licuuc -lm
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -41,7 +43,7 @@ include $(PGXS)
 
 # Bundled models, installed for import_model(name)
 BUNDLED_MODELS = multi30k_de_en
-MODEL_FILES = config.json model.safetensors source.spm target.spm vocab.json
+MODEL_FILES = config.json model.safetensors source.spm target.spm vocab.json tokenizer_config.json
 install: install-models
 install-models:
 	for m in $(BUNDLED_MODELS); do \

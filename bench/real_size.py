@@ -71,8 +71,8 @@ def measure(name, import_sql):
     colds, warms, mems = [], [], []
     for _ in range(REPS):
         out = bl.psql("""\\timing on
-SELECT encode('a', %(m)s) IS NOT NULL;
-SELECT encode('a', %(m)s) IS NOT NULL;
+SELECT encoder_output('a', %(m)s) IS NOT NULL;
+SELECT encoder_output('a', %(m)s) IS NOT NULL;
 \\timing off
 SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'transformer cache entry' AND ident = %(m)s;
 """ % {"m": bl.quote(name)})
@@ -102,9 +102,9 @@ def main():
     # encode() of 64 tokens on transformer-base vs sgemm's rate
     text = text_of_tokens(64)
     flops = encoder_flops(64, 512, 2048, 6)
-    t = float(bl.psql(bl.TIMER + "SELECT encode(%s, 'base_random') IS NOT NULL;\n"
+    t = float(bl.psql(bl.TIMER + "SELECT encoder_output(%s, 'base_random') IS NOT NULL;\n"
                       "SELECT pg_temp.bench_median(%s, %d);" % (
-                          bl.quote(text), bl.quote("SELECT encode(%s, 'base_random')" % bl.quote(text)),
+                          bl.quote(text), bl.quote("SELECT encoder_output(%s, 'base_random')" % bl.quote(text)),
                           max(REPS, 20))).split("\n")[-1])
     shapes = [(64, 512, 512), (64, 2048, 512), (64, 512, 2048), (512, 2048, 512), (1024, 2048, 2048)]
     rates = {s: sgemm_gflops(*s) for s in shapes}

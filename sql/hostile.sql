@@ -55,5 +55,5 @@ BEGIN; SELECT pg_temp.spoil($$UPDATE transformer_tokenizers SET vocab = jsonb_bu
 -- a failed load is not cached: the intact model still translates
 SELECT translate('a', 'h') = :'good' AS intact;
 -- a configuration that makes a buffer absurd: 54000 before allocating
-BEGIN; UPDATE transformer_models SET config = config || '{"max_position_embeddings": 65536}' WHERE name = 'h'; SELECT encode(repeat('a ', 20000), 'h'); ROLLBACK;
+BEGIN; UPDATE transformer_models SET config = config || '{"max_position_embeddings": 65536}' WHERE name = 'h'; SELECT encoder_output(repeat('a ', 20000), 'h'); ROLLBACK;
 SELECT drop_model('h');

@@ -25,14 +25,14 @@ $$ SELECT decode(lpad(to_hex(octet_length(convert_to(header, 'UTF8'))), 2, '0') 
 
 -- unknown models, NULLs
 SELECT translate('a', 'no_such_model');
-SELECT encode('a', 'no_such_model');
+SELECT encoder_output('a', 'no_such_model');
 SELECT translate('a', NULL);
 SELECT translate('a', 'm', NULL, NULL) IS NOT NULL AS defaults_apply;
 SELECT translate('a');
 SELECT embed(NULL, 'm') IS NULL AS strict;
 -- inputs
 SELECT translate('', 'm');
-SELECT encode(repeat('a ', 40), 'm');
+SELECT encoder_output(repeat('a ', 40), 'm');
 SELECT translate('a', 'm', 0);
 SELECT translate('a', 'm', 65);
 SELECT translate('a', 'm', 1, 0);

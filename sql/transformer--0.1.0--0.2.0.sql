@@ -4,7 +4,9 @@
 \echo Use "ALTER EXTENSION transformer UPDATE TO '0.2.0'" to load this file. \quit
 
 -- generation_config.json, when a model has one
-ALTER TABLE transformer_models ADD COLUMN generation_config jsonb, ADD COLUMN generation_config_json bytea;
+ALTER TABLE transformer_models ADD COLUMN generation_config jsonb, ADD COLUMN generation_config_json bytea,
+  ADD COLUMN source_lang text CHECK (octet_length(source_lang) <= 32),
+  ADD COLUMN target_lang text CHECK (octet_length(target_lang) <= 32);
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
 
@@ -12,6 +14,7 @@ DROP FUNCTION load_model(text, bytea, bytea, bytea, bytea, bytea);
 DROP FUNCTION translate(text, text, integer, integer);
 DROP FUNCTION translate(text[], text, integer, integer);
 DROP FUNCTION generate(text, text, integer, integer);
+DROP FUNCTION encode(text, text);
 
 CREATE FUNCTION load_model(name text, config bytea, safetensors bytea, source_spm bytea, target_spm bytea, vocab bytea,
                            generation_config bytea DEFAULT NULL)
@@ -63,3 +66,32 @@ COMMENT ON FUNCTION import_model(text, text) IS
 
 COMMENT ON FUNCTION export_model(text, text) IS
 'writes a model''s files into a server directory, byte for byte as imported; superuser or pg_write_server_files only; returns the number of tensors';
+
+-- not encode(text, text): it would take encode('hello', 'base64') from PostgreSQL's encode(bytea, text)
+CREATE FUNCTION encoder_output(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encode'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION encoder_output(text, text) IS
+'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
+
+-- Documents: sentences, and the languages of a model
+
+CREATE FUNCTION sentences(input text, locale text DEFAULT NULL)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'sentences'
+LANGUAGE C STABLE PARALLEL SAFE
+ROWS 10;
+
+COMMENT ON FUNCTION sentences(text, text) IS
+'the sentences of input, by ICU''s sentence rules for locale (NULL: the root rules) with its standard abbreviation suppressions; each keeps the whitespace after it, so concatenated they are input';
+
+CREATE FUNCTION set_model_languages(model text, source_lang text, target_lang text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'set_model_languages'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION set_model_languages(text, text, text) IS
+'sets the source and target languages of a model (language tags such as de, en; NULL: unknown); the source language picks the sentence rules translate() uses';

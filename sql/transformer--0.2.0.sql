@@ -177,7 +177,9 @@ CREATE TABLE transformer_models (
 	created timestamptz NOT NULL DEFAULT now(),
 	-- since 0.2.0, at the end as ALTER TABLE adds them
 	generation_config jsonb,
-	generation_config_json bytea
+	generation_config_json bytea,
+	source_lang text CHECK (octet_length(source_lang) <= 32),
+	target_lang text CHECK (octet_length(target_lang) <= 32)
 );
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
@@ -248,13 +250,14 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION embed(text, text) IS
 'tokens x d_model: the token embeddings of input (end-of-sentence included), scaled as configured, plus positional encodings';
 
-CREATE FUNCTION encode(input text, model text)
+-- not encode(text, text): it would take encode('hello', 'base64') from PostgreSQL's encode(bytea, text)
+CREATE FUNCTION encoder_output(input text, model text)
 RETURNS real[]
 AS 'MODULE_PATHNAME', 'encode'
 LANGUAGE C STABLE STRICT PARALLEL SAFE
 COST 10000;
 
-COMMENT ON FUNCTION encode(text, text) IS
+COMMENT ON FUNCTION encoder_output(text, text) IS
 'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
 
 CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
@@ -309,3 +312,22 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION import_model(text) IS
 'stores a model bundled with the extension (multi30k_de_en: German to English), from the extension''s installation directory; returns the number of parameters';
+
+-- Documents: sentences, and the languages of a model
+
+CREATE FUNCTION sentences(input text, locale text DEFAULT NULL)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'sentences'
+LANGUAGE C STABLE PARALLEL SAFE
+ROWS 10;
+
+COMMENT ON FUNCTION sentences(text, text) IS
+'the sentences of input, by ICU''s sentence rules for locale (NULL: the root rules) with its standard abbreviation suppressions; each keeps the whitespace after it, so concatenated they are input';
+
+CREATE FUNCTION set_model_languages(model text, source_lang text, target_lang text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'set_model_languages'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION set_model_languages(text, text, text) IS
+'sets the source and target languages of a model (language tags such as de, en; NULL: unknown); the source language picks the sentence rules translate() uses';

@@ -721,8 +721,8 @@ load_model(void *e, const char *name)
 	char	   *query;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
-	bool		isnull[4];
-	Datum		d[4];
+	bool		isnull[6];
+	Datum		d[6];
 	StoredTensor *tensors;
 	int			n;
 	int			level;
@@ -736,7 +736,8 @@ load_model(void *e, const char *name)
 
 	level = ExtSpiConnect();
 	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s FROM %s WHERE name = $1",
-					 ModelsHaveGenerationConfig() ? "generation_config" : "NULL::jsonb",
+					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
+					 "NULL::jsonb, NULL::text, NULL::text",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -745,8 +746,12 @@ load_model(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name),
 				 errhint("Load one with import_model().")));
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		d[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	if (!isnull[4])
+		strlcpy(entry->source_lang, TextDatumGetCString(d[4]), sizeof(entry->source_lang));
+	if (!isnull[5])
+		strlcpy(entry->target_lang, TextDatumGetCString(d[5]), sizeof(entry->target_lang));
 	if (isnull[0] || isnull[1] || isnull[2])
 		damaged(name, "Its configuration or a tokenizer name is null.");
 	strlcpy(entry->source_tokenizer, TextDatumGetCString(d[1]), NAMEDATALEN);

@@ -57,6 +57,8 @@ typedef struct CachedModel
 	MemoryContext cxt;			/* the weights live here */
 	TfModel		model;
 	ModelGeneration gen;
+	char		source_lang[33];	/* "" if unknown */
+	char		target_lang[33];
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];
 	Size		weight_bytes;	/* bytes of the weights as held */

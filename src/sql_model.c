@@ -29,6 +29,7 @@
 #include "model_store.h"
 #include "pg_arrays.h"
 #include "server_files.h"
+#include "translate.h"
 
 #define MAX_MODEL_FILE ((Size) 4 * 1024 * 1024 * 1024 - 1)
 #define MAX_TEXT_FILE ((Size) 256 * 1024 * 1024)
@@ -66,6 +67,20 @@ ParseJsonText(const char *what, const char *s, Size len)
 	if (conv == s)
 		conv = pnstrdup(s, len);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(conv)));
+}
+
+/* A string value of a JSON object, if it is one of at most 32 bytes; else NULL. */
+static char *
+JsonStringKey(Jsonb *j, const char *key)
+{
+	JsonbValue *v;
+
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		return NULL;
+	v = getKeyJsonValueFromContainer(&j->root, key, strlen(key), NULL);
+	if (v == NULL || v->type != jbvString || v->val.string.len == 0 || v->val.string.len > 32)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
 static uint64
@@ -323,7 +338,8 @@ static int64
 StoreModel(const char *name, const char *config_text, Size config_len,
 		   const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
 		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
-		   const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len)
+		   const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len,
+		   const char *source_lang, const char *target_lang)
 {
 	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
 	Jsonb	   *vocab = ParseJsonText("vocab.json", vocab_text, vocab_len);
@@ -380,14 +396,15 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 			elog(ERROR, "could not replace model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (name, config, config_json, vocab_json, safetensors_header, "
-				 "source_tokenizer, target_tokenizer, generation_config, generation_config_json) "
-				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+				 "source_tokenizer, target_tokenizer, generation_config, generation_config_json, "
+				 "source_lang, target_lang) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
 				 ExtensionTableName("transformer_models"));
 	{
-		Oid			types[9] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID,
-		JSONBOID, BYTEAOID};
-		Datum		args[9];
-		char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', gen_text ? ' ' : 'n', gen_text ? ' ' : 'n'};
+		Oid			types[11] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID,
+		JSONBOID, BYTEAOID, TEXTOID, TEXTOID};
+		Datum		args[11];
+		char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', gen_text ? ' ' : 'n', gen_text ? ' ' : 'n',
+		source_lang ? ' ' : 'n', target_lang ? ' ' : 'n'};
 
 		args[0] = CStringGetTextDatum(name);
 		args[1] = JsonbPGetDatum(config);
@@ -398,7 +415,9 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		args[6] = CStringGetTextDatum(tgt_name);
 		args[7] = generation ? JsonbPGetDatum(generation) : (Datum) 0;
 		args[8] = gen_text ? PointerGetDatum(ByteaOf(gen_text, gen_len)) : (Datum) 0;
-		if (SPI_execute_with_args(q, 9, types, args, nulls, false, 0) != SPI_OK_INSERT)
+		args[9] = source_lang ? CStringGetTextDatum(source_lang) : (Datum) 0;
+		args[10] = target_lang ? CStringGetTextDatum(target_lang) : (Datum) 0;
+		if (SPI_execute_with_args(q, 11, types, args, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data) "
@@ -453,6 +472,8 @@ ImportDirectory(const char *name, const char *dir)
 	char	   *gen_path = ModelFilePath(dir, "generation_config.json");
 	char	   *gen = NULL;
 	Size		gen_len = 0;
+	char	   *source_lang = NULL;
+	char	   *target_lang = NULL;
 	struct stat st;
 
 	/* optional, as in Hugging Face's from_pretrained() */
@@ -462,8 +483,20 @@ ImportDirectory(const char *name, const char *dir)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", gen_path)));
+	/* the languages, from tokenizer_config.json where the directory has one */
+	gen_path = ModelFilePath(dir, "tokenizer_config.json");
+	if (stat(gen_path, &st) == 0)
+	{
+		Size		tc_len;
+		char	   *tc = ReadServerFile(gen_path, MAX_TEXT_FILE, &tc_len);
+		Jsonb	   *j = ParseJsonText("tokenizer_config.json", tc, tc_len);
+
+		source_lang = JsonStringKey(j, "source_lang");
+		target_lang = JsonStringKey(j, "target_lang");
+	}
 	return StoreModel(name, config, config_len, header, hlen, tensors, n,
-					  src, src_len, tgt, tgt_len, vocab, vocab_len, gen, gen_len);
+					  src, src_len, tgt, tgt_len, vocab, vocab_len, gen, gen_len,
+					  source_lang, target_lang);
 }
 
 PG_FUNCTION_INFO_V1(import_model);
@@ -548,7 +581,8 @@ load_model(PG_FUNCTION_ARGS)
 							   VARDATA_ANY(src), VARSIZE_ANY_EXHDR(src),
 							   VARDATA_ANY(tgt), VARSIZE_ANY_EXHDR(tgt),
 							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab),
-							   gen ? VARDATA_ANY(gen) : NULL, gen ? VARSIZE_ANY_EXHDR(gen) : 0));
+							   gen ? VARDATA_ANY(gen) : NULL, gen ? VARSIZE_ANY_EXHDR(gen) : 0,
+							   NULL, NULL));
 }
 
 static void
@@ -950,25 +984,7 @@ check_interrupts(void)
 /* transformer.max_length_factor: the runaway guard */
 double		transformer_max_length_factor = 3.0;
 
-/*
- * translate()'s per-call options, arguments 2 to 9 (version 0.1.0 declared
- * only the first two); NULL, or absent, takes the model's.
- */
-enum
-{
-	OPT_BEAM_SIZE, OPT_MAX_LENGTH, OPT_EARLY_STOPPING, OPT_LENGTH_PENALTY,
-	OPT_NO_REPEAT_NGRAM_SIZE, OPT_REPETITION_PENALTY, OPT_MIN_LENGTH, OPT_MAX_NEW_TOKENS,
-	NUM_CALL_OPTIONS
-};
-#define FIRST_OPTION_ARG 2
-
-typedef struct CallOptions
-{
-	bool		given[NUM_CALL_OPTIONS];
-	Datum		value[NUM_CALL_OPTIONS];
-} CallOptions;
-
-static void
+void
 GetCallOptions(FunctionCallInfo fcinfo, CallOptions *o)
 {
 	for (int i = 0; i < NUM_CALL_OPTIONS; i++)
@@ -1110,20 +1126,6 @@ GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *
 	return nout;
 }
 
-/* Translate one text: generate, then decode with the target tokenizer. */
-static text *
-TranslateOne(CachedModel *cm, const char *model, text *input, const CallOptions *o)
-{
-	/* every cache entry first: loading one may run a user's code */
-	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
-	int		   *out;
-	int			nout = GenerateIds(cm, model, input, o, &out);
-	Size		len;
-	char	   *s = DecodeIds(tgt, cm->target_tokenizer, nout, out, &len);
-
-	return FromUtf8(s, len);
-}
-
 static char *
 ModelArg(FunctionCallInfo fcinfo, int arg)
 {
@@ -1140,12 +1142,16 @@ translate_text(PG_FUNCTION_ARGS)
 {
 	char	   *model;
 	CallOptions o;
+	text	   *in;
+	text	   *out;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
 	GetCallOptions(fcinfo, &o);
-	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o));
+	in = PG_GETARG_TEXT_PP(0);
+	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
+	PG_RETURN_TEXT_P(out);
 }
 
 PG_FUNCTION_INFO_V1(generate);
@@ -1175,6 +1181,8 @@ translate_default(PG_FUNCTION_ARGS)
 {
 	char	   *model = transformer_default_model;
 	CallOptions o;
+	text	   *in;
+	text	   *out;
 
 	if (model == NULL || model[0] == '\0')
 		ereport(ERROR,
@@ -1182,7 +1190,9 @@ translate_default(PG_FUNCTION_ARGS)
 				 errmsg("no model to translate with"),
 				 errhint("Set transformer.default_model, or call translate(input, model).")));
 	memset(&o, 0, sizeof(o));
-	PG_RETURN_TEXT_P(TranslateOne(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o));
+	in = PG_GETARG_TEXT_PP(0);
+	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
+	PG_RETURN_TEXT_P(out);
 }
 
 /* translate(text[]): sentences decoded together, at most this many ... */
@@ -1192,74 +1202,37 @@ translate_default(PG_FUNCTION_ARGS)
 /* elements of one translate(text[]) call (its bookkeeping stays far under 1 GB) */
 #define MAX_BATCH_INPUTS 1000000
 
-PG_FUNCTION_INFO_V1(translate_batch);
-Datum
-translate_batch(PG_FUNCTION_ARGS)
+/*
+ * Translate n sentences (text in the database encoding, each with tokens
+ * and within the model's positions) together into out: sentences decode
+ * in groups of BATCH_ROWS beams at most, so the weights are read once per
+ * step for all of them; each result is the one a sentence alone gets.
+ * Each group's buffers are the workspace's, and what did not fit goes
+ * with batch_cxt.
+ */
+void
+TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const CallOptions *o, text **out)
 {
-	ArrayType  *inputs;
-	char	   *model;
-	CachedModel *cm;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-	Datum	   *outs;
-	int			dims[1];
-	int			lbs[1] = {1};
-	int		  **srcs;
-	int		   *nsrc;
-	int		   *which;
-	int			nsent = 0;
-	TfDecodeOptions *opts;
-	Tokenizer  *tgt;
+	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
+	int		  **srcs = palloc(sizeof(int *) * (n + 1));
+	int		   *nsrc = palloc(sizeof(int) * (n + 1));
+	TfDecodeOptions *opts = palloc(sizeof(TfDecodeOptions) * (n + 1));
 	MemoryContext batch_cxt;
-	CallOptions o;
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	GetCallOptions(fcinfo, &o);
-	inputs = PG_GETARG_ARRAYTYPE_P(0);
-	model = ModelArg(fcinfo, 1);
-	cm = GetModel(model);
-	tgt = GetTokenizer(cm->target_tokenizer);
-	if (ARR_NDIM(inputs) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("inputs must be a 1-D array")));
-	deconstruct_array(inputs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (n > MAX_BATCH_INPUTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many inputs to translate at once"),
-				 errdetail("There are %d; the limit is %d.", n, MAX_BATCH_INPUTS),
-				 errhint("Translate groups of rows, e.g. GROUP BY id / 32.")));
-	outs = palloc(sizeof(Datum) * (n + 1));
-	srcs = palloc(sizeof(int *) * (n + 1));
-	nsrc = palloc(sizeof(int) * (n + 1));
-	opts = palloc(sizeof(TfDecodeOptions) * (n + 1));
-	which = palloc(sizeof(int) * (n + 1));
 
 	/* every input checked before any decoding */
 	for (int i = 0; i < n; i++)
-		if (!nulls[i])
-		{
-			srcs[nsent] = SourceIds(cm, model, DatumGetTextPP(elems[i]), &nsrc[nsent]);
-			DecodeOptions(cm, model, nsrc[nsent], &o, &opts[nsent]);
-			CheckCacheSize(cm, model, opts[nsent].beam_size, opts[nsent].max_length);
-			which[nsent++] = i;
-		}
+	{
+		srcs[i] = SourceIds(cm, model, in[i], &nsrc[i]);
+		DecodeOptions(cm, model, nsrc[i], o, &opts[i]);
+		CheckCacheSize(cm, model, opts[i].beam_size, opts[i].max_length);
+	}
 
-	/*
-	 * Sentences decode together, BATCH_ROWS beams at most, so the weights
-	 * are read once per step for all of them; each result is the one-row
-	 * form's.  Each group's buffers are the workspace's, and what did not
-	 * fit goes with batch_cxt.
-	 */
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "transformer batch", ALLOCSET_DEFAULT_SIZES);
-	for (int first = 0; first < nsent;)
+	for (int first = 0; first < n;)
 	{
 		int			k = opts[first].beam_size;
 		int			group = Max(1, Min(BATCH_SENTENCES, BATCH_ROWS / k));
-		int			count = Min(group, nsent - first);
+		int			count = Min(group, n - first);
 		int			longest = 0;
 		int		  **ids;
 		int		   *nids;
@@ -1282,14 +1255,59 @@ translate_batch(PG_FUNCTION_ARGS)
 			Size		len;
 			char	   *str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
 
-			outs[which[first + j]] = PointerGetDatum(FromUtf8(str, len));
+			out[first + j] = FromUtf8(str, len);
 		}
 		ReleaseWorkspace(&a);
 		MemoryContextReset(batch_cxt);
 		first += count;
 	}
 	MemoryContextDelete(batch_cxt);
+}
+
+/* translate(inputs text[], model, ...): each element a document */
+PG_FUNCTION_INFO_V1(translate_batch);
+Datum
+translate_batch(PG_FUNCTION_ARGS)
+{
+	ArrayType  *inputs;
+	char	   *model;
+	CachedModel *cm;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	text	  **docs;
+	text	  **outs;
+	Datum	   *d;
+	int			dims[1];
+	int			lbs[1] = {1};
+	CallOptions o;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	GetCallOptions(fcinfo, &o);
+	inputs = PG_GETARG_ARRAYTYPE_P(0);
+	model = ModelArg(fcinfo, 1);
+	cm = GetModel(model);
+	if (ARR_NDIM(inputs) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("inputs must be a 1-D array")));
+	deconstruct_array(inputs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > MAX_BATCH_INPUTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many inputs to translate at once"),
+				 errdetail("There are %d; the limit is %d.", n, MAX_BATCH_INPUTS),
+				 errhint("Translate groups of rows, e.g. GROUP BY id / 32.")));
+	docs = palloc(sizeof(text *) * (n + 1));
+	outs = palloc(sizeof(text *) * (n + 1));
+	d = palloc(sizeof(Datum) * (n + 1));
+	for (int i = 0; i < n; i++)
+		docs[i] = nulls[i] ? NULL : DatumGetTextPP(elems[i]);
+	TranslateDocuments(cm, model, n, docs, &o, outs);
+	for (int i = 0; i < n; i++)
+		d[i] = outs[i] ? PointerGetDatum(outs[i]) : (Datum) 0;
 	dims[0] = n;
-	PG_RETURN_ARRAYTYPE_P(construct_md_array(outs, nulls, n > 0 ? 1 : 0, dims, lbs,
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(d, nulls, n > 0 ? 1 : 0, dims, lbs,
 											 TEXTOID, -1, false, TYPALIGN_INT));
 }

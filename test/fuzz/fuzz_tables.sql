@@ -3,7 +3,7 @@
 -- spoils one to three rows of real models and tokenizers by plain SQL
 -- (shapes, dtypes, byte lengths and contents, configurations, tokenizer
 -- bytes and vocabularies, missing and extra rows, NULLs), then loads and
--- uses them: translate() in its forms, encode(), embed(), tokenize(),
+-- uses them: translate() in its forms, encoder_output(), embed(), tokenize(),
 -- detokenize().  Every iteration is a subtransaction that is rolled back.
 -- A crash ends the backend and this script; a clean run prints the counts
 -- of outcomes by SQLSTATE (XX000, an internal error, would be a bug too).
@@ -128,7 +128,7 @@ BEGIN
       CASE floor(random() * 6)::int
         WHEN 0 THEN PERFORM translate(input, m, 1 + floor(random() * 4)::int, 1 + floor(random() * 20)::int);
         WHEN 1 THEN PERFORM translate(ARRAY[input, 'a', NULL], m, 2);
-        WHEN 2 THEN PERFORM encode(input, m);
+        WHEN 2 THEN PERFORM encoder_output(input, m);
         WHEN 3 THEN PERFORM embed(input, m);
         WHEN 4 THEN PERFORM tokenize(input, m || '/source'), tokens(input, m || '/source');
         ELSE PERFORM detokenize(ARRAY[0, 1, 2, 3, 50, 100, 199, 200, 5000], m || '/target');

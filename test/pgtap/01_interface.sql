@@ -33,25 +33,27 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions WHERE comment I
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
-                                 'drop_model', 'embed', 'encode', 'translate', 'generate')
+                                 'drop_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
+                                 'set_model_languages')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
-           WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encode', 'translate', 'generate')
+           WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encoder_output', 'translate', 'generate', 'sentences')
              AND (provolatile <> 's' OR proparallel <> 's')), NULL,
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
-                             'export_model', 'drop_model') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
+                             'export_model', 'drop_model', 'set_model_languages') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
   'functions writing tokenizers and models (or files) are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
              AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
-                             'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)',
+                             'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
+                             'set_model_languages(text,text,text)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options) and the trigger');
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages) and the trigger');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(34);
+SELECT plan(35);
 
 SELECT is(import_model(m, :'root' || '/test/fixtures/models/' || m), p::bigint, 'import_model ' || m || ': ' || p || ' parameters')
 FROM (VALUES ('marian_swish', 49385), ('paper_relu', 55616), ('prenorm_gelu', 60041)) v(m, p);
@@ -27,9 +27,9 @@ CREATE FUNCTION pg_temp.maxdiff(a real[], j jsonb) RETURNS float8 LANGUAGE sql I
 
 SELECT cmp_ok((SELECT max(pg_temp.maxdiff(embed(c->>'input', m), c->'embed')) FROM expected WHERE m = mm),
   '<=', 1e-5::float8, mm || ': embed() within 1e-5 of PyTorch') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
-SELECT cmp_ok((SELECT max(pg_temp.maxdiff(encode(c->>'input', m), c->'encode')) FROM expected WHERE m = mm),
-  '<=', 1e-4::float8, mm || ': encode() within 1e-4 of PyTorch') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
-SELECT diag('largest encode() difference: ' || max(pg_temp.maxdiff(encode(c->>'input', m), c->'encode'))) FROM expected;
+SELECT cmp_ok((SELECT max(pg_temp.maxdiff(encoder_output(c->>'input', m), c->'encode')) FROM expected WHERE m = mm),
+  '<=', 1e-4::float8, mm || ': encoder_output() within 1e-4 of PyTorch') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
+SELECT diag('largest encoder_output() difference: ' || max(pg_temp.maxdiff(encoder_output(c->>'input', m), c->'encode'))) FROM expected;
 -- every input with every option set of tools/gen_model_fixtures.py, against
 -- Hugging Face's generate() rules as tools/marian_torch.py ports them (no
 -- runaway guard: transformer.max_length_factor = 0)
@@ -73,8 +73,11 @@ SELECT is((SELECT string_agg(n::text, ',') FROM decoded WHERE m = 'marian_swish'
 
 -- translate() is generate() decoded by the target tokenizer
 SELECT is((SELECT array_agg(n ORDER BY n) FROM decoded d WHERE m = 'paper_relu' AND o = '{"num_beams": 3}'
+           AND (SELECT c->>'input' = btrim(c->>'input', E' \t') FROM expected e WHERE e.m = d.m AND e.n = d.n)
            AND translate((SELECT c->>'input' FROM expected e WHERE e.m = d.m AND e.n = d.n), m, 3) IS DISTINCT FROM detokenize(want, 'paper_relu/target')), NULL,
-  'translate() decodes the generated ids');
+  'translate() decodes the generated ids (of inputs without leading or trailing whitespace)');
+SELECT is(translate(E'  tokens   and\tpositions  ', 'paper_relu', 3), '  ' || translate(E'tokens   and\tpositions', 'paper_relu', 3) || '  ',
+  'translate() keeps leading and trailing whitespace');
 SELECT is(translate(ARRAY(SELECT c->>'input' FROM expected WHERE m = 'paper_relu' ORDER BY n), 'paper_relu', 2),
           ARRAY(SELECT translate(c->>'input', 'paper_relu', 2) FROM expected WHERE m = 'paper_relu' ORDER BY n),
   'the batch form gives the one-row form''s outputs');

@@ -78,7 +78,9 @@ INSERT INTO got VALUES ('import_model', public.import_model('sp', :'relu'));
 INSERT INTO got VALUES ('embed', pg_catalog.array_length(public.embed('a', 'sp'), 1));
 INSERT INTO got VALUES ('load_model', public.load_model('sp2', pg_read_binary_file(:'sw_config'), pg_read_binary_file(:'sw_st'),
   pg_read_binary_file(:'sw_src'), pg_read_binary_file(:'sw_tgt'), pg_read_binary_file(:'sw_vocab')));
-INSERT INTO got VALUES ('encode', pg_catalog.array_length(public.encode('a', 'sp'), 1));
+INSERT INTO got VALUES ('encoder_output', pg_catalog.array_length(public.encoder_output('a', 'sp'), 1));
+INSERT INTO got SELECT 'sentences', public.sentences('Ein Satz. Noch einer.', 'de');
+SELECT public.set_model_languages('sp', 'de', 'en') \g /dev/null
 INSERT INTO got VALUES ('import_model(bundled)', public.import_model('multi30k_de_en'));
 INSERT INTO got VALUES ('translate', public.translate('SELECT attention FROM memory', 'sp', 2));
 INSERT INTO got VALUES ('translate[]', public.translate(ARRAY['SELECT attention FROM memory', 'a'], 'sp2', 2));
@@ -97,7 +99,7 @@ RESET transformer.default_model;
 
 SELECT is((SELECT string_agg(DISTINCT what, ', ') FROM evil.ran), NULL, 'none of the attacker''s look-alikes ran');
 SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'tf_evil'), 'the attacker did not become superuser');
-SELECT is((SELECT count(*)::int FROM got WHERE result IS NOT NULL), 22, 'every function gave a result under the hostile path');
+SELECT is((SELECT count(*)::int FROM got WHERE result IS NOT NULL), 24, 'every function gave a result under the hostile path');
 SELECT is((SELECT result FROM got WHERE what = 'translate'), translate('SELECT attention FROM memory', 'sp', 2), 'translate() under the hostile path = under a clean one');
 SELECT is((SELECT result FROM got WHERE what = 'tokenize'), tokenize('SELECT attention', 'sp_tok')::text, 'tokenize() under the hostile path = under a clean one');
 SELECT is((SELECT result FROM got WHERE what = 'translate(default)'), translate('Ein Mann fährt Fahrrad.', 'multi30k_de_en'), 'the bundled model under the hostile path = under a clean one');

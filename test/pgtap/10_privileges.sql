@@ -33,7 +33,7 @@ CREATE ROLE tf_exporter IN ROLE pg_write_server_files;
 SET ROLE tf_reader;
 SELECT is(translate('SELECT attention FROM memory', 'shared', 2), :'good', 'reader: translate() needs no grant');
 SELECT ok(cardinality(tokenize('SELECT', 'shared/source')) > 0, 'reader: tokenize() needs no grant');
-SELECT ok(array_length(encode('SELECT', 'shared'), 1) > 0, 'reader: encode() needs no grant');
+SELECT ok(array_length(encoder_output('SELECT', 'shared'), 1) > 0, 'reader: encoder_output() needs no grant');
 SELECT throws_ok($$SELECT load_tokenizer('r', decode('00', 'hex'))$$, '22023', NULL, 'reader: a bad tokenizer is refused before any privilege check');
 SELECT throws_ok(format('SELECT load_tokenizer(%L, decode(%L, %L), %L)', 'r', :'spm', 'base64', :'vocab'), '42501',
   'permission denied for table transformer_tokenizers', 'reader: load_tokenizer() needs INSERT on transformer_tokenizers');

@@ -1,0 +1,126 @@
+/*
+ * segment.c
+ *		Sentences of a UTF-8 text: ICU's sentence BreakIterator on the text
+ *		as UTF-16, its boundaries mapped back to byte offsets.  No postgres.h.
+ */
+#include "segment.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <unicode/ubrk.h>
+#include <unicode/uchar.h>
+#include <unicode/ustring.h>
+#include <unicode/utf8.h>
+
+/* Is s[start..end) a one-letter abbreviation at its end: " X." (X a letter), then whitespace? */
+static bool
+ends_in_initial(const char *s, size_t start, size_t end)
+{
+	size_t		e = end;
+	int32_t		i;
+	UChar32		c;
+
+	while (e > start && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r'))
+		e--;
+	if (e == end || e < start + 2 || s[e - 1] != '.')
+		return false;
+	/* the letter before the period, and before it a space or the start */
+	i = (int32_t) (e - 1 - start);
+	U8_PREV((const uint8_t *) s + start, 0, i, c);
+	if (c < 0 || !u_isalpha(c))
+		return false;
+	return i == 0 || s[start + i - 1] == ' ' || s[start + i - 1] == '\t';
+}
+
+/* Does the sentence at s[start..end) begin with a lower-case letter or an initial ("B.")? */
+static bool
+continues_sentence(const char *s, size_t start, size_t end)
+{
+	int32_t		i = 0;
+	int32_t		n = (int32_t) (end - start);
+	UChar32		c;
+
+	if (n == 0)
+		return false;
+	U8_NEXT((const uint8_t *) s + start, i, n, c);
+	if (c < 0)
+		return false;
+	if (u_islower(c))
+		return true;
+	return u_isalpha(c) && i < n && s[start + i] == '.';
+}
+
+int
+tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc *a,
+				   size_t **bounds, char *err, size_t errlen)
+{
+	UErrorCode	status = U_ZERO_ERROR;
+	UChar	   *u;
+	int32_t		ulen;
+	UBreakIterator *bi;
+	char		loc[128];
+	size_t	   *b;
+	int			n = 0;
+	int32_t		prev;
+	int32_t		p;
+	size_t		bytes = 0;
+
+	if (len > (size_t) INT32_MAX / 2)
+	{
+		snprintf(err, errlen, "the text is too long to segment");
+		return -1;
+	}
+	if (locale == NULL)
+		locale = "";
+	if (strlen(locale) > 100)
+	{
+		snprintf(err, errlen, "the locale name is too long");
+		return -1;
+	}
+	snprintf(loc, sizeof(loc), strchr(locale, '@') ? "%s" : "%s@ss=standard", locale);
+
+	u = a->alloc(a->ctx, sizeof(UChar) * (len + 1));
+	u_strFromUTF8(u, (int32_t) len + 1, &ulen, s, (int32_t) len, &status);
+	if (U_FAILURE(status))
+	{
+		snprintf(err, errlen, "could not convert the text to UTF-16: %s", u_errorName(status));
+		return -1;
+	}
+	bi = ubrk_open(UBRK_SENTENCE, loc, u, ulen, &status);
+	if (U_FAILURE(status))
+	{
+		snprintf(err, errlen, "could not open a sentence break iterator for locale \"%s\": %s",
+				 locale, u_errorName(status));
+		return -1;
+	}
+	/* at most one boundary per UTF-16 unit */
+	b = a->alloc(a->ctx, sizeof(size_t) * ((size_t) ulen + 2));
+	b[0] = 0;
+	prev = ubrk_first(bi);
+	while ((p = ubrk_next(bi)) != UBRK_DONE)
+	{
+		int32_t		seg_bytes = 0;
+		UErrorCode	st = U_ZERO_ERROR;
+
+		if ((n & 1023) == 0 && spm_interrupt_hook != NULL)
+			spm_interrupt_hook();
+		/* the byte length of u[prev..p) in UTF-8 (a preflight) */
+		u_strToUTF8(NULL, 0, &seg_bytes, u + prev, p - prev, &st);
+		bytes += (size_t) seg_bytes;
+		prev = p;
+		if (n > 0 && ends_in_initial(s, b[n - 1], b[n]) && continues_sentence(s, b[n], bytes))
+			b[n] = bytes;		/* merge with the previous sentence */
+		else
+			b[++n] = bytes;
+	}
+	ubrk_close(bi);
+	if (n == 0 || b[n] != len)
+	{
+		/* an empty text has no sentence; anything else ends at len */
+		if (len > 0)
+			b[++n] = len;
+	}
+	*bounds = b;
+	return n;
+}
