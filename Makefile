@@ -30,7 +30,7 @@ OBJS = \
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
-REGRESS = attention aggregates errors parity tokenizer model hostile
+REGRESS = attention aggregates errors parity tokenizer model hostile document
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc

@@ -11,6 +11,7 @@
 #include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/ustring.h>
+#include <unicode/utf16.h>
 #include <unicode/utf8.h>
 
 /* Is s[start..end) a one-letter abbreviation at its end: " X." (X a letter), then whitespace? */
@@ -51,6 +52,71 @@ continues_sentence(const char *s, size_t start, size_t end)
 	return u_isalpha(c) && i < n && s[start + i] == '.';
 }
 
+/* Is there a line or paragraph separator in the whitespace before u[boundary]? */
+static bool
+ends_paragraph(const UChar *u, int32_t boundary)
+{
+	for (int32_t k = boundary; k > 0 && u_isUWhiteSpace(u[k - 1]); k--)
+		if (u[k - 1] == '\n' || u[k - 1] == '\r' || u[k - 1] == 0x2028 || u[k - 1] == 0x2029 ||
+			u[k - 1] == 0x85 || u[k - 1] == '\f' || u[k - 1] == '\v')
+			return true;
+	return false;
+}
+
+/*
+ * Does the suppressing iterator ss keep "w" from ending a sentence?  Asked
+ * on "a w Xa" (w of n UTF-16 units): is there a boundary after "a w "?
+ */
+static bool
+suppresses(UBreakIterator *ss, const UChar *w, int32_t n, UChar *buf)
+{
+	UErrorCode	status = U_ZERO_ERROR;
+	int32_t		len = 0;
+	bool		broken = false;
+
+	buf[len++] = 'a';
+	buf[len++] = ' ';
+	memcpy(buf + len, w, sizeof(UChar) * n);
+	len += n;
+	buf[len++] = ' ';
+	buf[len++] = 'X';
+	buf[len++] = 'a';
+	ubrk_setText(ss, buf, len, &status);
+	if (U_FAILURE(status))
+		return false;
+	for (int32_t p = ubrk_first(ss); p != UBRK_DONE; p = ubrk_next(ss))
+		broken |= p == n + 3;
+	return !broken;
+}
+
+/*
+ * ICU's suppressions match a word's end, so "er." (an abbreviation)
+ * suppresses the break after "Wasser.": keep a suppression only if the
+ * whole word (after the last space) is suppressed and none of its proper
+ * suffixes is.
+ */
+static bool
+whole_word_suppressed(UBreakIterator *ss, const UChar *u, int32_t boundary, UChar *buf)
+{
+	int32_t		end = boundary;
+	int32_t		start;
+
+	while (end > 0 && u_isUWhiteSpace(u[end - 1]))
+		end--;
+	start = end;
+	while (start > 0 && !u_isUWhiteSpace(u[start - 1]))
+		start--;
+	if (end - start < 2 || end - start > 64)
+		return false;
+	if (!suppresses(ss, u + start, end - start, buf))
+		return false;
+	/* (one letter and a period may be an initial of its own) */
+	for (int32_t k = start + 1; k < end - 2; k++)
+		if (!U16_IS_TRAIL(u[k]) && suppresses(ss, u + k, end - k, buf))
+			return false;
+	return true;
+}
+
 int
 tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc *a,
 				   size_t **bounds, char *err, size_t errlen)
@@ -59,6 +125,8 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 	UChar	   *u;
 	int32_t		ulen;
 	UBreakIterator *bi;
+	UBreakIterator *ss = NULL;
+	UChar		probe[80];
 	char		loc[128];
 	size_t	   *b;
 	int			n = 0;
@@ -78,7 +146,6 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		snprintf(err, errlen, "the locale name is too long");
 		return -1;
 	}
-	snprintf(loc, sizeof(loc), strchr(locale, '@') ? "%s" : "%s@ss=standard", locale);
 
 	u = a->alloc(a->ctx, sizeof(UChar) * (len + 1));
 	u_strFromUTF8(u, (int32_t) len + 1, &ulen, s, (int32_t) len, &status);
@@ -87,9 +154,17 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		snprintf(err, errlen, "could not convert the text to UTF-16: %s", u_errorName(status));
 		return -1;
 	}
-	bi = ubrk_open(UBRK_SENTENCE, loc, u, ulen, &status);
+	/* the locale's rules; its standard suppressions, checked word by word */
+	bi = ubrk_open(UBRK_SENTENCE, locale, u, ulen, &status);
+	if (U_SUCCESS(status) && strchr(locale, '@') == NULL)
+	{
+		snprintf(loc, sizeof(loc), "%s@ss=standard", locale);
+		ss = ubrk_open(UBRK_SENTENCE, loc, NULL, 0, &status);
+	}
 	if (U_FAILURE(status))
 	{
+		if (bi)
+			ubrk_close(bi);
 		snprintf(err, errlen, "could not open a sentence break iterator for locale \"%s\": %s",
 				 locale, u_errorName(status));
 		return -1;
@@ -108,13 +183,19 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		/* the byte length of u[prev..p) in UTF-8 (a preflight) */
 		u_strToUTF8(NULL, 0, &seg_bytes, u + prev, p - prev, &st);
 		bytes += (size_t) seg_bytes;
-		prev = p;
-		if (n > 0 && ends_in_initial(s, b[n - 1], b[n]) && continues_sentence(s, b[n], bytes))
-			b[n] = bytes;		/* merge with the previous sentence */
+		if (p < ulen && !ends_paragraph(u, p) &&
+			((ss && whole_word_suppressed(ss, u, p, probe)) ||
+			 (ends_in_initial(s, b[n], bytes) && continues_sentence(s, bytes, len))))
+		{
+			/* not the end of a sentence: the next one continues it */
+		}
 		else
 			b[++n] = bytes;
+		prev = p;
 	}
 	ubrk_close(bi);
+	if (ss)
+		ubrk_close(ss);
 	if (n == 0 || b[n] != len)
 	{
 		/* an empty text has no sentence; anything else ends at len */
