@@ -117,6 +117,53 @@ whole_word_suppressed(UBreakIterator *ss, const UChar *u, int32_t boundary, UCha
 	return true;
 }
 
+/*
+ * The iterators of the last locale, kept: opening one (the suppressions'
+ * most of all) costs more than segmenting a sentence.  ICU owns their
+ * memory, as it does for PostgreSQL's ICU collations.
+ */
+static char cached_locale[128];
+static UBreakIterator *cached_bi;
+static UBreakIterator *cached_ss;
+
+static bool
+open_iterators(const char *locale, UBreakIterator **bi, UBreakIterator **ss, UErrorCode *status)
+{
+	char		loc[128];
+
+	if (cached_bi != NULL && strcmp(cached_locale, locale) == 0)
+	{
+		*bi = cached_bi;
+		*ss = cached_ss;
+		return true;
+	}
+	if (cached_bi)
+		ubrk_close(cached_bi);
+	if (cached_ss)
+		ubrk_close(cached_ss);
+	cached_bi = cached_ss = NULL;
+	*bi = ubrk_open(UBRK_SENTENCE, locale, NULL, 0, status);
+	*ss = NULL;
+	/* the locale's standard suppressions, checked word by word */
+	if (U_SUCCESS(*status) && strchr(locale, '@') == NULL)
+	{
+		snprintf(loc, sizeof(loc), "%s@ss=standard", locale);
+		*ss = ubrk_open(UBRK_SENTENCE, loc, NULL, 0, status);
+	}
+	if (U_FAILURE(*status))
+	{
+		if (*bi)
+			ubrk_close(*bi);
+		if (*ss)
+			ubrk_close(*ss);
+		return false;
+	}
+	cached_bi = *bi;
+	cached_ss = *ss;
+	strcpy(cached_locale, locale);
+	return true;
+}
+
 int
 tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc *a,
 				   size_t **bounds, char *err, size_t errlen)
@@ -127,7 +174,6 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 	UBreakIterator *bi;
 	UBreakIterator *ss = NULL;
 	UChar		probe[80];
-	char		loc[128];
 	size_t	   *b;
 	int			n = 0;
 	int32_t		prev;
@@ -154,19 +200,16 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		snprintf(err, errlen, "could not convert the text to UTF-16: %s", u_errorName(status));
 		return -1;
 	}
-	/* the locale's rules; its standard suppressions, checked word by word */
-	bi = ubrk_open(UBRK_SENTENCE, locale, u, ulen, &status);
-	if (U_SUCCESS(status) && strchr(locale, '@') == NULL)
+	if (!open_iterators(locale, &bi, &ss, &status))
 	{
-		snprintf(loc, sizeof(loc), "%s@ss=standard", locale);
-		ss = ubrk_open(UBRK_SENTENCE, loc, NULL, 0, &status);
-	}
-	if (U_FAILURE(status))
-	{
-		if (bi)
-			ubrk_close(bi);
 		snprintf(err, errlen, "could not open a sentence break iterator for locale \"%s\": %s",
 				 locale, u_errorName(status));
+		return -1;
+	}
+	ubrk_setText(bi, u, ulen, &status);
+	if (U_FAILURE(status))
+	{
+		snprintf(err, errlen, "could not segment the text: %s", u_errorName(status));
 		return -1;
 	}
 	/* at most one boundary per UTF-16 unit */
@@ -193,9 +236,8 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 			b[++n] = bytes;
 		prev = p;
 	}
-	ubrk_close(bi);
-	if (ss)
-		ubrk_close(ss);
+	/* the iterator must not keep pointing into u, which the caller frees */
+	ubrk_setText(bi, probe, 0, &status);
 	if (n == 0 || b[n] != len)
 	{
 		/* an empty text has no sentence; anything else ends at len */
