@@ -23,6 +23,8 @@ OBJS = \
 	src/sql_tokenizer.o \
 	src/model.o \
 	src/model_store.o \
+	src/safetensors.o \
+	src/model_files.o \
 	src/sql_model.o \
 	src/segment.o \
 	src/sql_document.o
@@ -126,3 +128,15 @@ fuzz-tables:
 	psql -X -v seconds=$(FUZZ_SECONDS) -f test/fuzz/fuzz_tables.sql
 
 .PHONY: fuzz-tables
+
+# Fuzz the safetensors header reader outside the server (libFuzzer, ASan, UBSan)
+test/fuzz/fuzz_safetensors_header: test/fuzz/fuzz_safetensors_header.c src/safetensors.c src/spm_model.c src/protobuf.c src/safetensors.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
+	  test/fuzz/fuzz_safetensors_header.c src/safetensors.c src/spm_model.c src/protobuf.c
+
+fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
+	mkdir -p test/fuzz/corpus-safetensors
+	test/fuzz/fuzz_safetensors_header -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-safetensors test/fuzz/seeds_safetensors
+
+.PHONY: fuzz-safetensors-header

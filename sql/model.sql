@@ -96,6 +96,10 @@ SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","sha
 SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}', '\x00000000'));
 SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","shape":[1]}}', '\x00000000'));
 SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":[1,2]}', '\x00000000'));
+SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}', '\x00000000'));
+SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}}', '\x00000000'));
+SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"__metadata__":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}', ''));
+SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t\u0000":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', '\x00000000'));
 SELECT pg_temp.load((SELECT config FROM f), pg_temp.st('{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', '\x00000000'));
 -- a NaN in the weights
 SELECT pg_temp.load((SELECT config FROM f), overlay((SELECT st FROM f) PLACING '\x0000c07f' FROM octet_length((SELECT st FROM f)) - 3));

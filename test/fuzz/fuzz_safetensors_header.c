@@ -1,0 +1,60 @@
+/*
+ * libFuzzer harness for the safetensors header reader (src/safetensors.c),
+ * outside the server: the input is a whole file (8-byte length, header,
+ * data); make fuzz-safetensors-header.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+typedef struct Arena
+{
+	void	  **blocks;
+	size_t		n;
+	size_t		cap;
+} Arena;
+
+static void *
+arena_alloc(void *ctx, size_t size)
+{
+	Arena	   *a = ctx;
+	void	   *p = calloc(1, size ? size : 1);
+
+	if (a->n == a->cap)
+	{
+		a->cap = a->cap ? 2 * a->cap : 64;
+		a->blocks = realloc(a->blocks, sizeof(void *) * a->cap);
+	}
+	a->blocks[a->n++] = p;
+	return p;
+}
+
+int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	Arena		arena = {0};
+	SpmAlloc	a = {arena_alloc, &arena};
+	TfSafetensor *t;
+	char		err[512];
+	uint64_t	hlen = 0;
+	int			n;
+
+	if (size < 8)
+		return 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = (hlen << 8) | data[i];
+	if (hlen > size - 8)
+		return 0;
+	n = tf_safetensors_header((const char *) data + 8, (size_t) hlen, size - 8 - hlen, &a, &t, err, sizeof(err));
+	for (int i = 0; i < n; i++)
+		if (t[i].begin > t[i].end || t[i].end > size - 8 - hlen || t[i].ndim > TF_SAFETENSORS_MAX_DIMS ||
+			strlen(t[i].name) > hlen)
+			abort();
+	for (size_t i = 0; i < arena.n; i++)
+		free(arena.blocks[i]);
+	free(arena.blocks);
+	return 0;
+}
