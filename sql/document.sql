@@ -59,4 +59,11 @@ SELECT set_model_languages('multi30k_de_en', 'de;x=1', 'en');
 SELECT set_model_languages('multi30k_de_en', 'de DE', 'en');
 SELECT set_model_languages('multi30k_de_en', NULL, NULL);
 SELECT source_lang, target_lang FROM transformer_models WHERE name = 'multi30k_de_en';
+-- the languages travel with export_model() and import_model()
+SELECT set_model_languages('multi30k_de_en', 'de', 'en');
+SELECT export_model('multi30k_de_en', '/tmp/transformer_regress_languages') > 0 AS exported;
+SELECT pg_read_file('/tmp/transformer_regress_languages/tokenizer_config.json')::jsonb AS tokenizer_config;
+SELECT import_model('reimported', '/tmp/transformer_regress_languages') > 0 AS reimported;
+SELECT source_lang, target_lang FROM transformer_models WHERE name = 'reimported';
+SELECT drop_model('reimported');
 SELECT drop_model('multi30k_de_en');

@@ -23,6 +23,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -638,7 +639,8 @@ export_model(PG_FUNCTION_ARGS)
 	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
-								   ModelsHaveGenerationConfig() ? "m.generation_config_json" : "NULL::bytea",
+								   ModelsHaveGenerationConfig() ? "m.generation_config_json, m.source_lang, m.target_lang" :
+								   "NULL::bytea, NULL::text, NULL::text",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -663,9 +665,33 @@ export_model(PG_FUNCTION_ARGS)
 		bool		isnull;
 		Datum		g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
 
+		bool		null_src,
+					null_tgt;
+		Datum		src = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7, &null_src);
+		Datum		tgt = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 8, &null_tgt);
+
 		if (!isnull)
 			WriteFile(dir, "generation_config.json", VARDATA_ANY(DatumGetByteaPP(g)),
 					  VARSIZE_ANY_EXHDR(DatumGetByteaPP(g)), false);
+		/* the languages, as import_model() reads them */
+		if (!null_src || !null_tgt)
+		{
+			StringInfoData j;
+
+			initStringInfo(&j);
+			appendStringInfoString(&j, "{\n  \"source_lang\": ");
+			if (null_src)
+				appendStringInfoString(&j, "null");
+			else
+				escape_json(&j, TextDatumGetCString(src));
+			appendStringInfoString(&j, ",\n  \"target_lang\": ");
+			if (null_tgt)
+				appendStringInfoString(&j, "null");
+			else
+				escape_json(&j, TextDatumGetCString(tgt));
+			appendStringInfoString(&j, "\n}\n");
+			WriteFile(dir, "tokenizer_config.json", j.data, j.len, false);
+		}
 	}
 	b = spi_bytea(0, 3);
 	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
