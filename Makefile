@@ -27,7 +27,9 @@ OBJS = \
 	src/model_files.o \
 	src/sql_model.o \
 	src/segment.o \
-	src/sql_document.o
+	src/sql_document.o \
+	src/metrics.o \
+	src/sql_metrics.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
 
@@ -92,6 +94,7 @@ fixtures:
 	$(PYTHON) tools/gen_model_fixtures.py
 	$(PYTHON) tools/gen_bundled_fixtures.py
 	$(PYTHON) tools/gen_opus_fixtures.py
+	$(PYTHON) tools/gen_metric_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
 bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h

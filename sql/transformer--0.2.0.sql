@@ -331,3 +331,69 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION set_model_languages(text, text, text) IS
 'sets the source and target languages of a model (language tags such as de, en; NULL: unknown); the source language picks the sentence rules translate() uses';
+
+-- Evaluation: corpus BLEU and chrF as sacreBLEU computes them by default
+
+CREATE FUNCTION bleu_accum(state double precision[], hypothesis text, reference text)
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'bleu_accum'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION bleu_accum(double precision[], text, text) IS
+'transition function of bleu: adds a sentence pair''s statistics (lengths, n-gram matches and totals after 13a tokenization)';
+
+CREATE FUNCTION chrf_accum(state double precision[], hypothesis text, reference text)
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'chrf_accum'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION chrf_accum(double precision[], text, text) IS
+'transition function of chrf: adds a sentence pair''s character n-gram statistics';
+
+CREATE FUNCTION metric_combine(double precision[], double precision[])
+RETURNS double precision[]
+AS 'MODULE_PATHNAME', 'metric_combine'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION metric_combine(double precision[], double precision[]) IS
+'combine function of bleu and chrf: the sum of two partial states';
+
+CREATE FUNCTION bleu_final(double precision[])
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'bleu_final'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION bleu_final(double precision[]) IS
+'final function of bleu: corpus BLEU from the summed statistics';
+
+CREATE FUNCTION chrf_final(double precision[])
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'chrf_final'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION chrf_final(double precision[]) IS
+'final function of chrf: chrF2 from the summed statistics';
+
+CREATE AGGREGATE bleu(hypothesis text, reference text) (
+	SFUNC = bleu_accum,
+	STYPE = double precision[],
+	FINALFUNC = bleu_final,
+	COMBINEFUNC = metric_combine,
+	INITCOND = '{0,0,0,0,0,0,0,0,0,0}',
+	PARALLEL = SAFE
+);
+
+COMMENT ON AGGREGATE bleu(text, text) IS
+'corpus BLEU (0 to 100) of the rows'' hypotheses against their references, as sacreBLEU by default: 13a tokenization, 4-grams, brevity penalty, exp smoothing; rows with a NULL are skipped';
+
+CREATE AGGREGATE chrf(hypothesis text, reference text) (
+	SFUNC = chrf_accum,
+	STYPE = double precision[],
+	FINALFUNC = chrf_final,
+	COMBINEFUNC = metric_combine,
+	INITCOND = '{0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}',
+	PARALLEL = SAFE
+);
+
+COMMENT ON AGGREGATE chrf(text, text) IS
+'corpus chrF2 (0 to 100) of the rows'' hypotheses against their references, as sacreBLEU''s chrF: character 6-grams without whitespace, beta 2, no word n-grams; rows with a NULL are skipped';

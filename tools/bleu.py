@@ -65,3 +65,30 @@ def corpus_bleu(hyps, refs_list):
             log_p += math.log(100.0 * m / t)
     bp = 1.0 if c >= r else math.exp(1 - r / c)
     return bp * math.exp(log_p / 4)
+
+
+def corpus_chrf(hyps, refs, order=6, beta=2.0):
+    """chrF (Popovic 2015) as sacreBLEU 2 computes its default chrF2, written
+    from the definition: character n-grams (n = 1..order) of each line with
+    whitespace removed, counts summed over the corpus; per order, precision
+    and recall of the clipped matches and their F-beta; the mean F over the
+    orders that both sides have (an order either side lacks adds a
+    negligible 1e-16, as sacreBLEU's epsilon)."""
+    eps = 1e-16
+    stats = [[0, 0, 0] for _ in range(order)]
+    for h, r in zip(hyps, refs):
+        hc, rc = "".join(h.split()), "".join(r.split())
+        for n in range(1, order + 1):
+            hg, rg = ngrams(list(hc), n), ngrams(list(rc), n)
+            stats[n - 1][0] += max(len(hc) - n + 1, 0)
+            stats[n - 1][1] += max(len(rc) - n + 1, 0)
+            stats[n - 1][2] += sum(min(c, rg[g]) for g, c in hg.items())
+    score, effective = 0.0, 0
+    b2 = beta * beta
+    for n_hyp, n_ref, m in stats:
+        p = m / n_hyp if n_hyp > 0 else eps
+        r = m / n_ref if n_ref > 0 else eps
+        d = b2 * p + r
+        score += (1 + b2) * p * r / d if d > 0 else eps
+        effective += 1 if n_hyp > 0 and n_ref > 0 else 0
+    return 0.0 if effective == 0 else 100 * score / effective
