@@ -29,12 +29,13 @@ OBJS = \
 	src/segment.o \
 	src/sql_document.o \
 	src/metrics.o \
-	src/sql_metrics.o
+	src/sql_metrics.o \
+	src/sql_pictures.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
-REGRESS = attention aggregates errors parity tokenizer model hostile document
+REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
 PG_CPPFLAGS = -Isrc

@@ -397,3 +397,21 @@ CREATE AGGREGATE chrf(hypothesis text, reference text) (
 
 COMMENT ON AGGREGATE chrf(text, text) IS
 'corpus chrF2 (0 to 100) of the rows'' hypotheses against their references, as sacreBLEU''s chrF: character 6-grams without whitespace, beta 2, no word n-grams; rows with a NULL are skipped';
+
+-- Pictures
+
+CREATE FUNCTION heatmap_svg(weights real[], row_labels text[] DEFAULT NULL, col_labels text[] DEFAULT NULL, title text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'heatmap_svg'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION heatmap_svg(real[], text[], text[], text) IS
+'a standalone SVG document of a matrix (rows x columns, e.g. attention_weights()): labelled rows and columns, a colour scale with a legend, each cell''s value in a tooltip; labels are escaped; NULL weights give NULL';
+
+CREATE FUNCTION positional_encoding(positions integer, d_model integer)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'positional_encoding'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION positional_encoding(integer, integer) IS
+'positions x d_model: the paper''s sinusoidal positional encodings, PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), for positions 0 .. positions - 1';
