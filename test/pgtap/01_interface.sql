@@ -49,11 +49,11 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
              AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
                              'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
-                             'set_model_languages(text,text,text)',
+                             'set_model_languages(text,text,text)', 'heatmap_svg(real[],text[],text[],text)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages) and the trigger');
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels) and the trigger');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out
