@@ -96,6 +96,7 @@ fixtures:
 	$(PYTHON) tools/gen_bundled_fixtures.py
 	$(PYTHON) tools/gen_opus_fixtures.py
 	$(PYTHON) tools/gen_metric_fixtures.py
+	$(PYTHON) tools/gen_attention_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
 bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h

@@ -415,3 +415,15 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION positional_encoding(integer, integer) IS
 'positions x d_model: the paper''s sinusoidal positional encodings, PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), for positions 0 .. positions - 1';
+
+-- What the model attends to
+
+CREATE FUNCTION attention_map(input text, model text, beam_size integer DEFAULT NULL)
+RETURNS TABLE (stack text, layer integer, head integer, query_pos integer, query_token text,
+               key_pos integer, key_token text, weight real)
+AS 'MODULE_PATHNAME', 'attention_map'
+LANGUAGE C STABLE PARALLEL SAFE
+COST 100000 ROWS 10000;
+
+COMMENT ON FUNCTION attention_map(text, text, integer) IS
+'every attention weight of the translation generate() gives input (one sentence): stack encoder (self-attention over the source pieces), decoder (masked self-attention) or cross (encoder-decoder); for decoder and cross, query row t is the step that produced output token t (EOS included); positions, layers and heads 1-based';

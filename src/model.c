@@ -864,3 +864,95 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 			memcpy(results[i], h->fin_toks + (size_t) best * (h->T + 1), sizeof(int) * nresults[i]);
 	}
 }
+
+/* ------------------------------------------------------ attention maps */
+
+/* Each head's weights of one attention, into w (heads, nq, nk). */
+static void
+record_heads(int heads, int d, int nq, int nk, const float *q, const float *k,
+			 const AttnMask *mask, float *w)
+{
+	int			dh = d / heads;
+
+	for (int h = 0; h < heads; h++)
+		tf_attention_weights(nq, nk, dh, w + (size_t) h * nq * nk, q + h * dh, d, k + h * dh, d, mask);
+}
+
+void
+tf_attention_maps(const TfModel *m, int n, const int *src, int T, const int *dec_in,
+				  float *enc_w, float *dec_w, float *cross_w, const SpmAlloc *a)
+{
+	const TfConfig *c = &m->cfg;
+	int			d = c->d_model;
+	int			rows = n > T ? n : T;
+	EncodeState e;
+	float	   *memory = a->alloc(a->ctx, sizeof(float) * (size_t) n * d);
+	float	   *y = a->alloc(a->ctx, sizeof(float) * (size_t) T * d);
+	float	   *mk = a->alloc(a->ctx, sizeof(float) * (size_t) n * d);
+	float	   *mv = a->alloc(a->ctx, sizeof(float) * (size_t) n * d);
+	float	   *hb = a->alloc(a->ctx, sizeof(float) * (size_t) T * (c->dec_ffn > c->enc_ffn ? c->dec_ffn : c->enc_ffn));
+	float	   *scores = a->alloc(a->ctx, sizeof(float) * (size_t) rows * rows);
+	float		scale = c->scale_embedding ? sqrtf((float) d) : 1.0f;
+	AttnMask	causal = {true, 0, NULL};
+
+	/* the encoder, as encode() runs it, each layer's weights recorded */
+	encode_state_alloc(m, rows, &e, a);
+	tf_embed(m, n, src, memory);
+	for (int l = 0; l < c->enc_layers; l++)
+	{
+		const TfLayerWeights *L = &m->w.enc[l];
+		const TfAttnWeights *A = &L->self_attn;
+		Block		blk = {m, n, A->ln_g, A->ln_b};
+		const float *in = block_input(&blk, memory, e.tmp);
+
+		linear(n, d, d, e.q, in, A->q_w, A->q_b);
+		linear(n, d, d, e.k, in, A->k_w, A->k_b);
+		linear(n, d, d, e.v, in, A->v_w, A->v_b);
+		record_heads(c->enc_heads, d, n, n, e.q, e.k, NULL, enc_w + (size_t) l * c->enc_heads * n * n);
+		tf_multihead_attention(n, n, d, d, c->enc_heads, e.att, scores, e.q, e.k, e.v, NULL);
+		linear(n, d, d, e.out, e.att, A->o_w, A->o_b);
+		block_output(&blk, memory, e.out);
+		ffn_block(m, L, c->enc_ffn, n, memory, e.tmp, e.hb, e.out);
+	}
+	if (c->final_norm)
+		tf_layer_norm(n, d, memory, memory, m->w.enc_norm_g, m->w.enc_norm_b, c->ln_eps);
+
+	/* the decoder over all T inputs at once (teacher forcing): causal self-attention */
+	for (int t = 0; t < T; t++)
+	{
+		const float *p = m->w.dec_pos + (size_t) t * d;
+		float	   *x = y + (size_t) t * d;
+
+		tf_packed_row(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, dec_in[t]);
+		for (int j = 0; j < d; j++)
+			x[j] = x[j] * scale + p[j];
+	}
+	for (int l = 0; l < c->dec_layers; l++)
+	{
+		const TfLayerWeights *L = &m->w.dec[l];
+		const TfAttnWeights *A = &L->self_attn;
+		const TfAttnWeights *X = &L->cross_attn;
+		Block		blk = {m, T, A->ln_g, A->ln_b};
+		Block		xblk = {m, T, X->ln_g, X->ln_b};
+		const float *in = block_input(&blk, y, e.tmp);
+
+		linear(T, d, d, e.q, in, A->q_w, A->q_b);
+		linear(T, d, d, e.k, in, A->k_w, A->k_b);
+		linear(T, d, d, e.v, in, A->v_w, A->v_b);
+		record_heads(c->dec_heads, d, T, T, e.q, e.k, &causal, dec_w + (size_t) l * c->dec_heads * T * T);
+		tf_multihead_attention(T, T, d, d, c->dec_heads, e.att, scores, e.q, e.k, e.v, &causal);
+		linear(T, d, d, e.out, e.att, A->o_w, A->o_b);
+		block_output(&blk, y, e.out);
+
+		in = block_input(&xblk, y, e.tmp);
+		linear(T, d, d, e.q, in, X->q_w, X->q_b);
+		linear(n, d, d, mk, memory, X->k_w, X->k_b);
+		linear(n, d, d, mv, memory, X->v_w, X->v_b);
+		record_heads(c->dec_heads, d, T, n, e.q, mk, NULL, cross_w + (size_t) l * c->dec_heads * T * n);
+		tf_multihead_attention(T, n, d, d, c->dec_heads, e.att, scores, e.q, mk, mv, NULL);
+		linear(T, d, d, e.out, e.att, X->o_w, X->o_b);
+		block_output(&xblk, y, e.out);
+
+		ffn_block(m, L, c->dec_ffn, T, y, e.tmp, hb, e.out);
+	}
+}

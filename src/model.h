@@ -174,4 +174,16 @@ void		tf_translate_batch(const TfModel *m, int nsent, const int *const *src, con
 							   const TfDecodeOptions *opt, int **out, int *nout,
 							   const SpmAlloc *a, void (*interrupt) (void));
 
+/*
+ * The attention weights of every layer and head, for src (n ids, EOS
+ * included) and the decoder inputs dec_in (T ids: the start token, then the
+ * generated ones but the last), in one teacher-forced pass: the weights of
+ * the steps that produced the T output tokens, as incremental decoding
+ * computed them.  enc_w (enc_layers, enc_heads, n, n); dec_w (dec_layers,
+ * dec_heads, T, T), zero above the diagonal; cross_w (dec_layers,
+ * dec_heads, T, n).
+ */
+void		tf_attention_maps(const TfModel *m, int n, const int *src, int T, const int *dec_in,
+							  float *enc_w, float *dec_w, float *cross_w, const SpmAlloc *a);
+
 #endif							/* MODEL_H */

@@ -15,6 +15,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
@@ -571,4 +572,144 @@ translate_batch(PG_FUNCTION_ARGS)
 	dims[0] = n;
 	PG_RETURN_ARRAYTYPE_P(construct_md_array(d, nulls, n > 0 ? 1 : 0, dims, lbs,
 											 TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* ------------------------------------------------------ attention maps */
+
+/* The piece of a model id, as the tokenizer spells it. */
+static const char *
+PieceOf(Tokenizer *tok, int id, Size *len)
+{
+	if (tok->has_vocab && id >= 0 && id < tok->nmodel && tok->model_piece[id] != NULL)
+	{
+		*len = tok->model_piece_len[id];
+		return tok->model_piece[id];
+	}
+	if (!tok->has_vocab && id >= 0 && id < tok->model->npieces)
+	{
+		*len = tok->model->pieces[id].len;
+		return tok->model->pieces[id].str;
+	}
+	*len = 0;
+	return "";
+}
+
+static void
+PutRows(ReturnSetInfo *rsinfo, const char *stack, int layers, int heads, int nq, int nk,
+		const float *w, text **qtok, text **ktok, bool causal)
+{
+	Datum		v[8];
+	bool		nulls[8] = {false};
+
+	v[0] = CStringGetTextDatum(stack);
+	for (int l = 0; l < layers; l++)
+		for (int h = 0; h < heads; h++)
+			for (int i = 0; i < nq; i++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				for (int j = 0; j < (causal ? i + 1 : nk); j++)
+				{
+					v[1] = Int32GetDatum(l + 1);
+					v[2] = Int32GetDatum(h + 1);
+					v[3] = Int32GetDatum(i + 1);
+					v[4] = PointerGetDatum(qtok[i]);
+					v[5] = Int32GetDatum(j + 1);
+					v[6] = PointerGetDatum(ktok[j]);
+					v[7] = Float4GetDatum(w[(((size_t) l * heads + h) * nq + i) * nk + j]);
+					tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+				}
+			}
+}
+
+/*
+ * attention_map(input, model, beam_size): every attention weight of the
+ * translation generate() gives input (as one sentence): the encoder's
+ * self-attention, the decoder's, and the encoder-decoder attention of each
+ * step that produced an output token (EOS included), from one
+ * teacher-forced pass over those tokens.
+ */
+PG_FUNCTION_INFO_V1(attention_map);
+Datum
+attention_map(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *model;
+	CachedModel *cm;
+	const TfConfig *c;
+	Tokenizer  *stok;
+	Tokenizer  *ttok;
+	CallOptions o;
+	TfDecodeOptions opt;
+	int			n,
+				nout,
+				T;
+	int		   *src;
+	int		   *out;
+	int		   *tokens;
+	int		   *dec_in;
+	text	  **src_piece;
+	text	  **tgt_piece;
+	float	   *enc_w,
+			   *dec_w,
+			   *cross_w;
+	double		floats;
+	SpmAlloc	a;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		return (Datum) 0;
+	model = ModelArg(fcinfo, 1);
+	cm = GetModel(model);
+	c = &cm->model.cfg;
+	stok = GetTokenizer(cm->source_tokenizer);
+	ttok = GetTokenizer(cm->target_tokenizer);
+	GetCallOptions(fcinfo, &o);
+	src = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	DecodeOptions(cm, model, n, &o, &opt);
+	nout = GenerateIds(cm, model, PG_GETARG_TEXT_PP(0), &o, &out);
+	/* EOS ended it, unless the length did */
+	T = nout + (nout < opt.max_length - 1 ? 1 : 0);
+	tokens = palloc(sizeof(int) * (T + 1));
+	dec_in = palloc(sizeof(int) * (T + 1));
+	memcpy(tokens, out, sizeof(int) * nout);
+	if (T > nout)
+		tokens[nout] = c->eos_id;
+	dec_in[0] = c->decoder_start_id;
+	for (int t = 1; t < T; t++)
+		dec_in[t] = tokens[t - 1];
+
+	floats = (double) c->enc_layers * c->enc_heads * n * n +
+		(double) c->dec_layers * c->dec_heads * ((double) T * T + (double) T * n);
+	CheckBufferSize((size_t) Min(floats * sizeof(float), (double) SIZE_MAX / 2));
+	enc_w = palloc_extended(sizeof(float) * (Size) c->enc_layers * c->enc_heads * n * n + 1, MCXT_ALLOC_HUGE);
+	dec_w = palloc_extended(sizeof(float) * (Size) c->dec_layers * c->dec_heads * T * T + 1, MCXT_ALLOC_HUGE);
+	cross_w = palloc_extended(sizeof(float) * (Size) c->dec_layers * c->dec_heads * T * n + 1, MCXT_ALLOC_HUGE);
+	a.alloc = context_alloc;
+	a.ctx = CurrentMemoryContext;
+	if (T > 0)
+		tf_attention_maps(&cm->model, n, src, T, dec_in, enc_w, dec_w, cross_w, &a);
+
+	src_piece = palloc(sizeof(text *) * (n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		Size		len;
+		const char *p = i == n - 1 ? "</s>" : PieceOf(stok, src[i], &len);
+
+		src_piece[i] = i == n - 1 ? cstring_to_text(p) : FromUtf8(p, len);
+	}
+	tgt_piece = palloc(sizeof(text *) * (T + 1));
+	for (int t = 0; t < T; t++)
+	{
+		Size		len;
+		const char *p = tokens[t] == c->eos_id && t == T - 1 && T > nout ? "</s>" : PieceOf(ttok, tokens[t], &len);
+
+		tgt_piece[t] = (tokens[t] == c->eos_id && t == T - 1 && T > nout) ? cstring_to_text(p) : FromUtf8(p, len);
+	}
+	if (T > 0)
+	{
+		PutRows(rsinfo, "encoder", c->enc_layers, c->enc_heads, n, n, enc_w, src_piece, src_piece, false);
+		PutRows(rsinfo, "decoder", c->dec_layers, c->dec_heads, T, T, dec_w, tgt_piece, tgt_piece, true);
+		PutRows(rsinfo, "cross", c->dec_layers, c->dec_heads, T, n, cross_w, tgt_piece, src_piece, false);
+	}
+	return (Datum) 0;
 }
