@@ -191,3 +191,41 @@ COST 100000 ROWS 10000;
 
 COMMENT ON FUNCTION attention_map(text, text, integer) IS
 'every attention weight of the translation generate() gives input (one sentence): stack encoder (self-attention over the source pieces), decoder (masked self-attention) or cross (encoder-decoder); for decoder and cross, query row t is the step that produced output token t (EOS included); positions, layers and heads 1-based';
+
+CREATE FUNCTION align(input text, model text)
+RETURNS TABLE (source_pos integer, source_word text, target_pos integer, target_word text, weight real)
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  -- the encoder-decoder attention averaged over the heads, of the
+  -- penultimate layer in decoders of 6 layers or more (Garg et al. 2019,
+  -- on transformer-base), of the last one in shallower decoders (measured
+  -- on the 3-layer bundled model: AER 0.066 against 0.224 for layer 2)
+  WITH m AS (
+    SELECT a.layer, a.query_pos, a.query_token, a.key_pos, a.key_token, a.weight
+    FROM @extschema@.attention_map(input, model) a WHERE a.stack = 'cross'),
+  p AS (SELECT m.query_pos, m.query_token, m.key_pos, m.key_token, avg(m.weight) AS w
+        FROM m WHERE m.layer = (SELECT CASE WHEN max(m2.layer) >= 6 THEN max(m2.layer) - 1 ELSE max(m2.layer) END FROM m m2)
+        GROUP BY 1, 2, 3, 4),
+  -- words: a piece that starts with U+2581 starts a word; EOS is left out
+  sp AS (SELECT s.key_pos, s.key_token,
+                sum(CASE WHEN s.key_pos = 1 OR s.key_token LIKE E'\u2581%' THEN 1 ELSE 0 END) OVER (ORDER BY s.key_pos) AS word
+         FROM (SELECT DISTINCT p.key_pos, p.key_token FROM p WHERE p.key_token <> '</s>') s),
+  tp AS (SELECT t.query_pos, t.query_token,
+                sum(CASE WHEN t.query_pos = 1 OR t.query_token LIKE E'\u2581%' THEN 1 ELSE 0 END) OVER (ORDER BY t.query_pos) AS word
+         FROM (SELECT DISTINCT p.query_pos, p.query_token FROM p WHERE p.query_token <> '</s>') t),
+  sw AS (SELECT sp.word, replace(string_agg(sp.key_token, '' ORDER BY sp.key_pos), E'\u2581', '') AS text FROM sp GROUP BY sp.word),
+  tw AS (SELECT tp.word, replace(string_agg(tp.query_token, '' ORDER BY tp.query_pos), E'\u2581', '') AS text,
+                count(*) AS pieces FROM tp GROUP BY tp.word),
+  -- a target word's weight on a source word: the mean over its pieces of the sum over the source word's pieces
+  ww AS (SELECT tp.word AS t, sp.word AS s, sum(p.w) / max(tw.pieces) AS w
+         FROM p JOIN tp USING (query_pos) JOIN sp USING (key_pos) JOIN tw ON tw.word = tp.word
+         GROUP BY tp.word, sp.word),
+  best AS (SELECT DISTINCT ON (ww.t) ww.t, ww.s, ww.w FROM ww ORDER BY ww.t, ww.w DESC, ww.s)
+  SELECT best.s::integer, sw.text, best.t::integer, tw.text, best.w::real
+  FROM best JOIN sw ON sw.word = best.s JOIN tw ON tw.word = best.t
+  ORDER BY best.t
+$$;
+
+COMMENT ON FUNCTION align(text, text) IS
+'word alignment of input and its translation from the encoder-decoder attention averaged over the heads (the penultimate layer of decoders of 6 layers or more, else the last): for each target word, the source word it attends to most (pieces merged into words at U+2581), with that weight';
