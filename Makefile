@@ -84,8 +84,12 @@ prove:
 concurrency:
 	test/concurrency/run.sh 20
 
-# Everything the README's test command runs: core, pg_regress, pgTAP, concurrency
-test: unittest installcheck prove concurrency
+# Pictures in headless Chromium (needs a server and chromium)
+browser:
+	test/browser/run.sh
+
+# Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
+test: unittest installcheck prove concurrency browser
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)
@@ -106,7 +110,7 @@ bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) sr
 
 EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm
 
-.PHONY: unittest prove concurrency test fixtures bench
+.PHONY: unittest prove concurrency browser test fixtures bench
 
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
 SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c

@@ -465,3 +465,60 @@ $$;
 
 COMMENT ON FUNCTION align(text, text) IS
 'word alignment of input and its translation from the encoder-decoder attention averaged over the heads (the penultimate layer of decoders of 6 layers or more, else the last): for each target word, the source word it attends to most (pieces merged into words at U+2581), with that weight';
+
+CREATE FUNCTION attention_svg(input text, model text, stack text DEFAULT 'cross', layer integer DEFAULT NULL, head integer DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  nlayers integer;
+  nheads integer;
+  weights real[];
+  rows text[];
+  cols text[];
+BEGIN
+  IF input IS NULL OR model IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF stack IS NULL OR stack NOT IN ('encoder', 'decoder', 'cross') THEN
+    RAISE EXCEPTION 'stack must be encoder, decoder or cross' USING ERRCODE = 'invalid_parameter_value',
+      DETAIL = format('It is %s.', coalesce(quote_literal(stack), 'NULL'));
+  END IF;
+  -- the layer's weights (one head, or their mean), 0 where a key is masked
+  WITH m AS MATERIALIZED (
+         SELECT a.layer, a.head, a.query_pos, a.query_token, a.key_pos, a.key_token, a.weight
+         FROM @extschema@.attention_map(input, model) a WHERE a.stack = attention_svg.stack),
+       dims AS (SELECT max(m.layer) AS nl, max(m.head) AS nh FROM m),
+       w AS (SELECT m.query_pos, m.key_pos, avg(m.weight) AS w FROM m, dims
+             WHERE m.layer = coalesce(attention_svg.layer, dims.nl) AND (attention_svg.head IS NULL OR m.head = attention_svg.head)
+             GROUP BY 1, 2),
+       q AS (SELECT DISTINCT m.query_pos, m.query_token FROM m),
+       k AS (SELECT DISTINCT m.key_pos, m.key_token FROM m),
+       r AS (SELECT q.query_pos, array_agg(coalesce(w.w, 0)::real ORDER BY k.key_pos) AS r
+             FROM q CROSS JOIN k LEFT JOIN w ON w.query_pos = q.query_pos AND w.key_pos = k.key_pos
+             GROUP BY q.query_pos)
+  SELECT dims.nl, dims.nh,
+         (SELECT array_agg(r.r ORDER BY r.query_pos) FROM r),
+         (SELECT array_agg(q.query_token ORDER BY q.query_pos) FROM q),
+         (SELECT array_agg(k.key_token ORDER BY k.key_pos) FROM k)
+    INTO nlayers, nheads, weights, rows, cols FROM dims;
+  IF nlayers IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF layer IS NOT NULL AND (layer < 1 OR layer > nlayers) THEN
+    RAISE EXCEPTION 'layer must be between 1 and %', nlayers USING ERRCODE = 'invalid_parameter_value',
+      DETAIL = format('It is %s.', layer);
+  END IF;
+  IF head IS NOT NULL AND (head < 1 OR head > nheads) THEN
+    RAISE EXCEPTION 'head must be between 1 and %', nheads USING ERRCODE = 'invalid_parameter_value',
+      DETAIL = format('It is %s.', head);
+  END IF;
+  RETURN @extschema@.heatmap_svg(weights, rows, cols,
+    format('%s attention, layer %s of %s, %s', stack, coalesce(layer, nlayers), nlayers,
+           CASE WHEN head IS NULL THEN 'mean of the heads' ELSE 'head ' || head END));
+END
+$$;
+
+COMMENT ON FUNCTION attention_svg(text, text, text, integer, integer) IS
+'a picture (SVG) of one layer of attention_map(): stack cross (default), encoder or decoder; the last layer and the mean of the heads unless given';

@@ -6,7 +6,7 @@ set -eu
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev libicu-dev
-      postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl"
+      postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium"
 if [ "${1:-}" = "--dev" ]; then
 	PKGS="$PKGS python3-torch python3-numpy python3-sentencepiece python3-nltk sentencepiece"
 fi
