@@ -34,12 +34,12 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
                                  'drop_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                                 'set_model_languages', 'attention_map', 'align')
+                                 'set_model_languages', 'attention_map', 'align', 'attention_svg')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                             'attention_map', 'align')
+                             'attention_map', 'align', 'attention_svg')
              AND (provolatile <> 's' OR proparallel <> 's')), NULL,
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -51,7 +51,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
              AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
                              'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
                              'set_model_languages(text,text,text)', 'heatmap_svg(real[],text[],text[],text)',
-                             'attention_map(text,text,integer)',
+                             'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
