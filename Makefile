@@ -149,3 +149,14 @@ fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 	  -timeout=10 test/fuzz/corpus-safetensors test/fuzz/seeds_safetensors
 
 .PHONY: fuzz-safetensors-header
+
+# Fuzz segmentation, 13a tokenization, BLEU and chrF outside the server (libFuzzer, ASan, UBSan)
+test/fuzz/fuzz_text: test/fuzz/fuzz_text.c src/metrics.c src/segment.c src/spm_model.c src/protobuf.c src/metrics.h src/segment.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
+	  test/fuzz/fuzz_text.c src/metrics.c src/segment.c src/spm_model.c src/protobuf.c -licuuc -lm
+
+fuzz-text: test/fuzz/fuzz_text
+	mkdir -p test/fuzz/corpus-text
+	test/fuzz/fuzz_text -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 -timeout=10 test/fuzz/corpus-text
+
+.PHONY: fuzz-text
