@@ -107,10 +107,14 @@ bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_gemm.c $(CORE_SRC) -lopenblas -lm
 bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
+# int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
+bench-int8: bench/bench_int8
+bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/tensor_ops.c src/gemm.c src/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm
+EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm bench/bench_int8
 
-.PHONY: unittest prove concurrency browser test fixtures bench
+.PHONY: unittest prove concurrency browser test fixtures bench bench-int8
 
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
 SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c

@@ -8,7 +8,7 @@ SUDO=
 PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev libicu-dev
       postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium"
 if [ "${1:-}" = "--dev" ]; then
-	PKGS="$PKGS python3-torch python3-numpy python3-sentencepiece python3-nltk sentencepiece"
+	PKGS="$PKGS python3-torch python3-numpy python3-sentencepiece python3-nltk sentencepiece libdnnl-dev"
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
