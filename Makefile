@@ -119,7 +119,7 @@ EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm bench/b
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
 SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c
 FUZZ_SECONDS ?= 600
-test/fuzz/fuzz_spm_model: test/fuzz/fuzz_spm_model.c $(SPM_SRC) src/spm.h src/protobuf.h
+test/fuzz/fuzz_spm_model: test/fuzz/fuzz_spm_model.c test/fuzz/fuzz_arena.h $(SPM_SRC) src/spm.h src/protobuf.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ test/fuzz/fuzz_spm_model.c $(SPM_SRC)
 
 fuzz-spm: test/fuzz/fuzz_spm_model
@@ -143,7 +143,7 @@ fuzz-tables:
 .PHONY: fuzz-tables
 
 # Fuzz the safetensors header reader outside the server (libFuzzer, ASan, UBSan)
-test/fuzz/fuzz_safetensors_header: test/fuzz/fuzz_safetensors_header.c src/safetensors.c src/spm_model.c src/protobuf.c src/safetensors.h
+test/fuzz/fuzz_safetensors_header: test/fuzz/fuzz_safetensors_header.c test/fuzz/fuzz_arena.h src/safetensors.c src/spm_model.c src/protobuf.c src/safetensors.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
 	  test/fuzz/fuzz_safetensors_header.c src/safetensors.c src/spm_model.c src/protobuf.c
 
@@ -155,7 +155,7 @@ fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 .PHONY: fuzz-safetensors-header
 
 # Fuzz segmentation, 13a tokenization, BLEU and chrF outside the server (libFuzzer, ASan, UBSan)
-test/fuzz/fuzz_text: test/fuzz/fuzz_text.c src/metrics.c src/segment.c src/spm_model.c src/protobuf.c src/metrics.h src/segment.h
+test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/metrics.c src/segment.c src/spm_model.c src/protobuf.c src/metrics.h src/segment.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
 	  test/fuzz/fuzz_text.c src/metrics.c src/segment.c src/spm_model.c src/protobuf.c -licuuc -lm
 

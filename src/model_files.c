@@ -221,37 +221,19 @@ static int
 ReadSafetensorsFile(const char *path, StoredTensor **out, char **hdr, Size *hlen_out)
 {
 	FILE	   *f;
-	struct stat st;
+	Size		fsize;
 	char		first8[8];
 	Size		hlen;
 	int			n;
 
-	f = AllocateFile(path, PG_BINARY_R);
-	if (f == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\" for reading: %m", path)));
-	if (fstat(fileno(f), &st) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat file \"%s\": %m", path)));
-	if (!S_ISREG(st.st_mode))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a regular file", path)));
-	if ((uint64) st.st_size > MAX_MODEL_FILE)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("file \"%s\" is too large", path),
-				 errdetail("It has %lld bytes; the limit is " UINT64_FORMAT ".",
-						   (long long) st.st_size, (uint64) MAX_MODEL_FILE)));
+	f = OpenServerFile(path, MAX_MODEL_FILE, &fsize);
 	memset(first8, 0, sizeof(first8));
-	if (st.st_size >= 8)
+	if (fsize >= 8)
 		ReadAt(f, path, 0, first8, 8);
-	hlen = SafetensorsHeaderLength(first8, (Size) st.st_size);
+	hlen = SafetensorsHeaderLength(first8, fsize);
 	*hdr = palloc(8 + hlen);
 	ReadAt(f, path, 0, *hdr, 8 + hlen);
-	n = ParseSafetensorsHeader(*hdr, hlen, (Size) st.st_size - 8 - hlen, out);
+	n = ParseSafetensorsHeader(*hdr, hlen, fsize - 8 - hlen, out);
 	for (int i = 0; i < n; i++)
 	{
 		StoredTensor *t = &(*out)[i];

@@ -26,12 +26,11 @@ CheckServerFileAccess(const char *alternative)
 				 errhint("Use %s to send the file contents from the client.", alternative)));
 }
 
-char *
-ReadServerFile(const char *path, Size max_bytes, Size *len)
+FILE *
+OpenServerFile(const char *path, Size max_bytes, Size *size)
 {
 	FILE	   *f;
 	struct stat st;
-	char	   *buf;
 
 	f = AllocateFile(path, PG_BINARY_R);
 	if (f == NULL)
@@ -46,20 +45,30 @@ ReadServerFile(const char *path, Size max_bytes, Size *len)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a regular file", path)));
-	if ((Size) st.st_size > max_bytes)
+	if ((uint64) st.st_size > (uint64) max_bytes)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("file \"%s\" is too large", path),
 				 errdetail("It has %lld bytes; the limit is %zu.",
 						   (long long) st.st_size, (size_t) max_bytes)));
+	*size = (Size) st.st_size;
+	return f;
+}
 
-	buf = palloc((Size) st.st_size + 1);
-	if (fread(buf, 1, (size_t) st.st_size, f) != (size_t) st.st_size || ferror(f))
+char *
+ReadServerFile(const char *path, Size max_bytes, Size *len)
+{
+	Size		size;
+	FILE	   *f = OpenServerFile(path, max_bytes, &size);
+	char	   *buf;
+
+	buf = palloc(size + 1);
+	if (fread(buf, 1, size, f) != size || ferror(f))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", path)));
 	FreeFile(f);
-	buf[st.st_size] = '\0';
-	*len = (Size) st.st_size;
+	buf[size] = '\0';
+	*len = size;
 	return buf;
 }

@@ -14,6 +14,12 @@
  */
 extern void CheckServerFileAccess(const char *alternative);
 
+/*
+ * Open a regular file of at most max_bytes for reading (AllocateFile, so
+ * it is closed at abort); its size goes to *size.
+ */
+extern FILE *OpenServerFile(const char *path, Size max_bytes, Size *size);
+
 /* The whole file as a palloc'd buffer (NUL-terminated), at most max_bytes. */
 extern char *ReadServerFile(const char *path, Size max_bytes, Size *len);
 

@@ -7,28 +7,7 @@
 #include <string.h>
 
 #include "safetensors.h"
-
-typedef struct Arena
-{
-	void	  **blocks;
-	size_t		n;
-	size_t		cap;
-} Arena;
-
-static void *
-arena_alloc(void *ctx, size_t size)
-{
-	Arena	   *a = ctx;
-	void	   *p = calloc(1, size ? size : 1);
-
-	if (a->n == a->cap)
-	{
-		a->cap = a->cap ? 2 * a->cap : 64;
-		a->blocks = realloc(a->blocks, sizeof(void *) * a->cap);
-	}
-	a->blocks[a->n++] = p;
-	return p;
-}
+#include "fuzz_arena.h"
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -53,8 +32,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (t[i].begin > t[i].end || t[i].end > size - 8 - hlen || t[i].ndim > TF_SAFETENSORS_MAX_DIMS ||
 			strlen(t[i].name) > hlen)
 			abort();
-	for (size_t i = 0; i < arena.n; i++)
-		free(arena.blocks[i]);
-	free(arena.blocks);
+	arena_free(&arena);
 	return 0;
 }

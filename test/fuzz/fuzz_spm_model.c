@@ -11,44 +11,7 @@
 #include <string.h>
 
 #include "spm.h"
-
-/* An arena freed after each input, so leaks are not reported. */
-typedef struct Arena
-{
-	void	  **ptrs;
-	size_t		n,
-				cap;
-} Arena;
-
-static void *
-arena_alloc(void *ctx, size_t size)
-{
-	Arena	   *a = ctx;
-	void	   *p;
-
-	if (size > ((size_t) 1 << 30))
-		abort();				/* the reader must bound its allocations */
-	p = calloc(1, size ? size : 1);
-	if (p == NULL)
-		abort();
-	if (a->n == a->cap)
-	{
-		a->cap = a->cap ? a->cap * 2 : 64;
-		a->ptrs = realloc(a->ptrs, a->cap * sizeof(void *));
-		if (a->ptrs == NULL)
-			abort();
-	}
-	a->ptrs[a->n++] = p;
-	return p;
-}
-
-static void
-arena_free(Arena *a)
-{
-	for (size_t i = 0; i < a->n; i++)
-		free(a->ptrs[i]);
-	free(a->ptrs);
-}
+#include "fuzz_arena.h"
 
 static const char *const samples[] = {
 	"Hello world", "  Zwei junge   Männer\tim Freien. ", "中华人民共和国 ＡＢＣ①", "e\xCC\x81 \xF0\x9F\x99\x82",

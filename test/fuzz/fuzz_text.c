@@ -10,28 +10,7 @@
 
 #include "metrics.h"
 #include "segment.h"
-
-typedef struct Arena
-{
-	void	  **blocks;
-	size_t		n;
-	size_t		cap;
-} Arena;
-
-static void *
-arena_alloc(void *ctx, size_t size)
-{
-	Arena	   *a = ctx;
-	void	   *p = calloc(1, size ? size : 1);
-
-	if (a->n == a->cap)
-	{
-		a->cap = a->cap ? 2 * a->cap : 64;
-		a->blocks = realloc(a->blocks, sizeof(void *) * a->cap);
-	}
-	a->blocks[a->n++] = p;
-	return p;
-}
+#include "fuzz_arena.h"
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,8 +43,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < n; i++)
 		if (bounds[i] >= bounds[i + 1])
 			abort();
-	for (size_t i = 0; i < arena.n; i++)
-		free(arena.blocks[i]);
-	free(arena.blocks);
+	arena_free(&arena);
 	return 0;
 }
