@@ -114,6 +114,7 @@ typedef struct Jobs
 	size_t	   *len;
 	int			n;
 	int			cap;
+	MemoryContext scratch;		/* count_tokens()'s, reset on each call */
 } Jobs;
 
 static void
@@ -148,15 +149,14 @@ add_job(Jobs *j, const char *s, size_t len)
 
 /* Tokens of UTF-8 text, as the source ids count them (EOS not included); INT_MAX if too long. */
 static int
-count_tokens(Tokenizer *tok, const char *s, size_t len)
+count_tokens(Jobs *j, Tokenizer *tok, const char *s, size_t len)
 {
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
-	SpmAlloc	a = PgAllocator(cxt);
+	SpmAlloc	a = PgAllocator(j->scratch);
 	SpmEncoding enc;
 	int			n;
 
 	n = spm_encode(tok->model, s, len, &a, &enc) ? enc.ntokens : INT_MAX;
-	MemoryContextDelete(cxt);
+	MemoryContextReset(j->scratch);
 	return n;
 }
 
@@ -181,7 +181,7 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, 
 
 	while (pos < end)
 	{
-		int			ntok = count_tokens(tok, u + pos, end - pos);
+		int			ntok = count_tokens(jobs, tok, u + pos, end - pos);
 		size_t		lo,
 					hi,
 					cut = 0;
@@ -208,7 +208,7 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, 
 
 			while (c > pos && !is_cut(u, c))
 				c--;
-			if (c > pos && count_tokens(tok, u + pos, c - pos) <= limit)
+			if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
 			{
 				cut = Max(cut, c);
 				lo = mid + 1;
@@ -229,7 +229,7 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, 
 
 				while (c > pos && ((unsigned char) u[c] & 0xC0) == 0x80)
 					c--;
-				if (c > pos && count_tokens(tok, u + pos, c - pos) <= limit)
+				if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
 				{
 					cut = Max(cut, c);
 					lo = c + 1;
@@ -274,6 +274,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 
 	/* every cache entry first: loading one may run a user's code */
 	(void) GetTokenizer(cm->target_tokenizer);
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
 
 	for (int d = 0; d < n; d++)
 	{
@@ -313,6 +314,8 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			add_part(&plans[d], -1, ce, end - ce);
 		}
 	}
+
+	MemoryContextDelete(jobs.scratch);
 
 	/* all sentences of all documents decode together */
 	in = palloc(sizeof(text *) * (jobs.n + 1));
