@@ -6,6 +6,7 @@ OBJS = \
 	src/transformer.o \
 	src/tensor_ops.o \
 	src/gemm.o \
+	src/gemm_int8.o \
 	src/attention.o \
 	src/online_softmax.o \
 	src/pg_arrays.o \
@@ -61,7 +62,7 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/tensor_ops.c src/gemm.c src/attention.c src/online_softmax.c
+CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 

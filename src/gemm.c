@@ -73,7 +73,7 @@ tf_bf16_to_float(uint16_t h)
 size_t
 tf_dtype_size(TfDType dt)
 {
-	return dt == TF_F32 ? 4 : 2;
+	return dt == TF_F32 ? 4 : dt == TF_I8 ? 1 : 2;
 }
 
 /* element i of w; w need not be aligned (tensors come from bytea) */
@@ -109,6 +109,8 @@ tf_packed_size(size_t rows, size_t cols, TfDType dt)
 {
 	size_t		panels = (rows + TF_PANEL - 1) / TF_PANEL;
 
+	if (dt == TF_I8)
+		return tf_int8_packed_size(rows, cols);
 	return panels * TF_PANEL * cols * tf_dtype_size(dt);
 }
 
@@ -130,9 +132,15 @@ tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt)
 }
 
 void
-tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, size_t row)
+tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType dt, size_t row)
 {
 	size_t		base = (row / TF_PANEL) * TF_PANEL * cols + row % TF_PANEL;
+
+	if (dt == TF_I8)
+	{
+		tf_int8_packed_row(cols, out, packed, rows, row);
+		return;
+	}
 
 	for (size_t p = 0; p < cols; p++)
 		out[p] = element_to_float(packed, dt, base + p * TF_PANEL);
@@ -486,6 +494,7 @@ pick_kernels(void)
 const char *
 tf_gemm_kernels(int level)
 {
+	tf_int8_kernels(level);
 	if (level < 0)
 		pick_kernels();
 #ifdef TF_X86
@@ -529,6 +538,12 @@ void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		  const void *packed, TfDType dt, const float *bias)
 {
+	if (dt == TF_I8)
+	{
+		/* the bias is added in the dequantizing step */
+		tf_linear_int8(rows, out_dim, in_dim, y, x, packed, bias);
+		return;
+	}
 	if (gemm_nn == NULL)
 		pick_kernels();
 	linear_fns[dt] (rows, out_dim, in_dim, y, x, packed);

@@ -135,7 +135,7 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 		const float *p = m->w.enc_pos + (size_t) i * d;
 		float	   *o = out + (size_t) i * d;
 
-		tf_packed_row(d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
+		tf_packed_row(m->cfg.vocab, d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
 		for (size_t j = 0; j < (size_t) d; j++)
 			o[j] = o[j] * scale + p[j];
 	}
@@ -273,7 +273,7 @@ decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos
 		const float *p = m->w.dec_pos + (size_t) pos * d;
 		float	   *x = s->x + (size_t) r * d;
 
-		tf_packed_row(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, rows[r].tok);
+		tf_packed_row(m->cfg.vocab, d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, rows[r].tok);
 		for (size_t j = 0; j < (size_t) d; j++)
 			x[j] = x[j] * scale + p[j];
 	}
@@ -923,7 +923,7 @@ tf_attention_maps(const TfModel *m, int n, const int *src, int T, const int *dec
 		const float *p = m->w.dec_pos + (size_t) t * d;
 		float	   *x = y + (size_t) t * d;
 
-		tf_packed_row(d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, dec_in[t]);
+		tf_packed_row(m->cfg.vocab, d, x, m->w.dec_embed.data, m->w.dec_embed.dtype, dec_in[t]);
 		for (int j = 0; j < d; j++)
 			x[j] = x[j] * scale + p[j];
 	}

@@ -16,12 +16,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Element types of stored weights (safetensors F32, F16, BF16). */
+/*
+ * Element types of stored weights (safetensors F32, F16, BF16, I8).  TF_I8
+ * is for matrices only: int8 per output row with an fp32 scale
+ * (gemm_int8.c).
+ */
 typedef enum TfDType
 {
 	TF_F32,
 	TF_F16,
-	TF_BF16
+	TF_BF16,
+	TF_I8
 } TfDType;
 
 /*
@@ -51,14 +56,18 @@ void		tf_matmul(int m, int n, int k,
  */
 #define TF_PANEL 32
 
-/* Bytes of a (rows, cols) matrix packed in panels. */
+/*
+ * Bytes of a (rows, cols) matrix packed in panels.  TF_I8 packs groups of 4
+ * columns (gemm_int8.c), followed by the rows' scales and sums.
+ */
 size_t		tf_packed_size(size_t rows, size_t cols, TfDType dt);
 
-/* Pack w (rows, cols), row-major, into out (tf_packed_size bytes). */
+/* Pack w (rows, cols), row-major, into out (tf_packed_size bytes); not TF_I8. */
 void		tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt);
 
-/* out (cols) = row `row` of a packed matrix, as fp32 (embedding lookups). */
-void		tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, size_t row);
+/* out (cols) = row `row` of a packed (rows, cols) matrix, as fp32 (embedding lookups). */
+void		tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType dt,
+						  size_t row);
 
 /*
  * y (rows, out) = x (rows, in) · Wᵀ + bias with W packed (above); bias may
@@ -67,6 +76,41 @@ void		tf_packed_row(size_t cols, float *out, const void *packed, TfDType dt, siz
  */
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 					  const void *packed, TfDType dt, const float *bias);
+
+/* ---- int8 (gemm_int8.c) ---- */
+
+/* The largest input dimension of an int8 matrix: its int32 sums cannot overflow. */
+#define TF_INT8_MAX_IN 65536
+
+/*
+ * q (rows, cols), scale (rows) := w quantized per row, symmetrically:
+ * scale = max |w_row| / 127, q = round(w · (1 / scale)) to nearest even,
+ * in -127..127 (a row of zeros: scale 0, q 0).
+ */
+void		tf_quantize_rows(size_t rows, size_t cols, int8_t *q, float *scale, const float *w);
+
+/* Pack q (rows, cols) with its row scales into out (tf_packed_size(.., TF_I8) bytes). */
+void		tf_pack_int8(size_t rows, size_t cols, void *out, const int8_t *q, const float *scale);
+size_t		tf_int8_packed_size(size_t rows, size_t cols);
+void		tf_int8_packed_row(size_t cols, float *out, const void *packed, size_t rows, size_t row);
+
+/*
+ * One row of x (k) quantized for an int8 product: [min(x, 0), max(x, 0)]
+ * onto 0..255, scale = range / 255, zero = round(-min / scale); q padded
+ * with zeros to a multiple of 4 columns.
+ */
+void		tf_quantize_input(size_t k, uint8_t *q, float *scale, int32_t *zero, const float *x);
+
+/* tf_linear on int8 weights (in_dim <= TF_INT8_MAX_IN). */
+void		tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
+						   const void *packed, const float *bias);
+
+/*
+ * Choose the int8 kernels (as tf_gemm_kernels, which calls it): -1 the
+ * best, 2 AVX-512 VNNI, 1 AVX2, 0 portable; falls back to the best below
+ * the level this CPU has.  Returns the name of those chosen.
+ */
+const char *tf_int8_kernels(int level);
 
 /*
  * Choose the kernels of tf_linear and tf_matmul: -1 by CPU features (the

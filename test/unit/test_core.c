@@ -302,7 +302,7 @@ test_linear(const char *kernels)
 			}
 			for (int j = 0; j < n; j++)
 			{
-				tf_packed_row(k, row, packed, dt, j);
+				tf_packed_row(n, k, row, packed, dt, j);
 				if (memcmp(row, wf + j * k, sizeof(float) * k) != 0)
 					rows_ok = 0;
 			}
@@ -323,6 +323,136 @@ test_linear(const char *kernels)
 			free(ref);
 			free(row);
 		}
+}
+
+/*
+ * int8 products: against a double reference over the same quantized
+ * values (x's quantization done by tf_quantize_input), each family against
+ * the portable one bitwise, each row alone against the block bitwise, and
+ * the packed rows.  Shapes cross tiles, panels, groups of 4 and blocks of
+ * quantized rows; the last one reaches TF_INT8_MAX_IN with the largest
+ * sums there are (x of 255s against weights of -128).
+ */
+static void
+test_int8(void)
+{
+	static const int shapes[][3] = {	/* rows, out, in */
+		{1, 1, 1}, {1, 33, 17}, {4, 64, 256}, {13, 100, 70}, {12, 32, 5}, {9, 31, 3},
+		{25, 45, 512}, {5, 8001, 64}, {128, 40, 96}, {1, 300, 40}, {2, 200, 33},
+		{3, 129, 16}, {70, 65, 2048}, {300, 33, 300}, {2, 3, TF_INT8_MAX_IN}
+	};
+	const char *families[3] = {NULL, NULL, NULL};
+
+	for (int level = 0; level <= 2; level++)
+	{
+		families[level] = tf_int8_kernels(level);
+		if (level > 0 && strcmp(families[level], families[level - 1]) == 0)
+			families[level] = NULL;		/* this CPU lacks it */
+	}
+	srand(11);
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+	{
+		int			m = shapes[si][0],
+					n = shapes[si][1],
+					k = shapes[si][2];
+		int			extreme = k == TF_INT8_MAX_IN;
+		float	   *w = xmalloc(sizeof(float) * n * k);
+		int8_t	   *q = xmalloc((size_t) n * k);
+		float	   *sw = xmalloc(sizeof(float) * n);
+		void	   *packed = xmalloc(tf_packed_size(n, k, TF_I8));
+		float	   *x = xmalloc(sizeof(float) * m * k);
+		float	   *bias = xmalloc(sizeof(float) * n);
+		float	   *y0 = xmalloc(sizeof(float) * m * n);
+		float	   *y = xmalloc(sizeof(float) * m * n);
+		float	   *y1 = xmalloc(sizeof(float) * n);
+		float	   *ref = xmalloc(sizeof(float) * m * n);
+		float	   *row = xmalloc(sizeof(float) * k);
+		uint8_t    *xq = xmalloc((size_t) k + 4);
+		char		label[64];
+		int			rows_ok = 1;
+
+		for (int i = 0; i < n * k; i++)
+			w[i] = extreme ? -1.0f : (float) rand() / RAND_MAX - 0.5f;
+		for (int i = 0; i < m * k; i++)
+			x[i] = extreme ? 3.0f : ((float) rand() / RAND_MAX - 0.3f) * 4.0f;
+		for (int j = 0; j < n; j++)
+			bias[j] = (float) rand() / RAND_MAX - 0.5f;
+		tf_quantize_rows(n, k, q, sw, w);
+		if (extreme)
+			memset(q, 0x80, (size_t) n * k);	/* -128: not ours, but a stored row may hold it */
+		for (int r = 0; r < m; r++)
+		{
+			float		sx;
+			int32_t		zx;
+
+			tf_quantize_input(k, xq, &sx, &zx, x + r * k);
+			for (int j = 0; j < n; j++)
+			{
+				double		acc = 0.0;
+
+				for (int p = 0; p < k; p++)
+					acc += ((double) xq[p] - zx) * q[j * k + p];
+				ref[r * n + j] = (float) (acc * sx * sw[j] + bias[j]);
+			}
+		}
+		tf_pack_int8(n, k, packed, q, sw);
+
+		tf_int8_kernels(0);
+		tf_linear(m, n, k, y0, x, packed, TF_I8, bias);
+		for (int level = 0; level <= 2; level++)
+		{
+			int			alone_ok = 1;
+			int			same_ok = 1;
+			float		tol = 2e-6f * (1.0f + fabsf(extreme ? ref[0] : 8.0f * sqrtf((float) k)));
+
+			if (families[level] == NULL)
+				continue;
+			tf_int8_kernels(level);
+			tf_linear(m, n, k, y, x, packed, TF_I8, bias);
+			snprintf(label, sizeof(label), "%s_i8_%dx%dx%d", families[level], m, n, k);
+			check_tensor(label, "vs double", y, ref, m * n, tol);
+			same_ok = memcmp(y, y0, sizeof(float) * m * n) == 0;
+			for (int r = 0; r < m; r++)
+			{
+				tf_linear(1, n, k, y1, x + r * k, packed, TF_I8, bias);
+				if (memcmp(y1, y + r * n, sizeof(float) * n) != 0)
+					alone_ok = 0;
+			}
+			printf("%-4s %-24s each row alone: %s; vs portable: %s\n",
+				   alone_ok && same_ok ? "ok" : "FAIL", label,
+				   alone_ok ? "bitwise equal" : "DIFFERENT", same_ok ? "bitwise equal" : "DIFFERENT");
+			if (alone_ok && same_ok)
+				passed++;
+			else
+				failed++;
+		}
+		for (int j = 0; j < n && rows_ok; j++)
+		{
+			tf_packed_row(n, k, row, packed, TF_I8, j);
+			for (int p = 0; p < k; p++)
+				if (row[p] != (float) q[j * k + p] * sw[j])
+					rows_ok = 0;
+		}
+		printf("%-4s i8_%dx%dx%d packed rows: %s\n", rows_ok ? "ok" : "FAIL", m, n, k,
+			   rows_ok ? "equal" : "DIFFERENT");
+		if (rows_ok)
+			passed++;
+		else
+			failed++;
+		free(w);
+		free(q);
+		free(sw);
+		free(packed);
+		free(x);
+		free(bias);
+		free(y0);
+		free(y);
+		free(y1);
+		free(ref);
+		free(row);
+		free(xq);
+	}
+	tf_int8_kernels(-1);
 }
 
 /* tf_matmul with few rows of a (this file's kernels, not sgemm), both layouts of b. */
@@ -448,6 +578,7 @@ main(int argc, char **argv)
 			printf("skip kernels of level %d: not on this CPU\n", level);
 	}
 	tf_gemm_kernels(-1);
+	test_int8();
 
 	if (ncases == 0)
 	{

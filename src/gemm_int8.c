@@ -1,0 +1,547 @@
+/*
+ * gemm_int8.c
+ *		int8 products for tf_linear: y = dequant(quant_u8(x) · W_s8ᵀ) + b.
+ *		No postgres.h.
+ *
+ * W (out, in) is quantized once, per output row, symmetrically to s8 with
+ * an fp32 scale sw (CTranslate2's scheme; tf_quantize_rows), and packed at
+ * load (tf_pack_int8) in panels of TF_PANEL output rows: group g of a panel
+ * holds input columns 4g..4g+3 of its 32 rows, 4 bytes per row, so that one
+ * AVX-512 VNNI vpdpbusd multiplies 16 rows' groups with one row of x's group
+ * broadcast.  After the panels come the rows' scales and Σ_k w[j][k].
+ *
+ * x (rows, in) is quantized on every call, per row, asymmetrically to u8:
+ * the range [min(x, 0), max(x, 0)] onto 0..255 with scale sx and zero
+ * point zx (tf_quantize_input).  Then, exactly in int32,
+ *		t[r][j] = Σ_k q[r][k] w[j][k] - zx[r] Σ_k w[j][k]
+ * and one dequantizing step, the same in every kernel family:
+ *		y[r][j] = fma((float) t, sx[r] · sw[j], b[j])		((float) t · (sx · sw) without b)
+ * Integer sums are exact whatever their order, so every family (VNNI,
+ * AVX2, portable) gives bitwise the same y, and a row's result does not
+ * depend on the other rows.  |t| <= in · 255 · 128, which fits int32 for
+ * in <= TF_INT8_MAX_IN.
+ *
+ * The kernels (chosen by gemm.c's tf_gemm_kernels):
+ *	VNNI: vpdpbusd (u8 × s8, 4 products summed into s32), 8 rows of x by a
+ *		  panel, 16 zmm accumulators; the dequantizing step on the
+ *		  accumulators.  A panel stays in cache while the rows pass.
+ *	AVX2: vpmaddubsw would saturate (255 · 127 · 2 > 32767), so bytes are
+ *		  widened to s16 and multiplied with vpmaddwd (pairs into s32), exact.
+ *	portable: int32 arithmetic in C.
+ */
+#include "tensor_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TF_X86 1
+#endif
+
+/* bytes of x's quantized rows per block (on the stack); >= one row */
+#define QBLOCK_BYTES 65536
+#define QBLOCK_ROWS 256
+
+/* --------------------------------------------------------- the layout */
+
+static inline size_t
+groups_of(size_t cols)
+{
+	return (cols + 3) / 4;
+}
+
+static inline size_t
+panels_bytes(size_t rows, size_t cols)
+{
+	return (rows + TF_PANEL - 1) / TF_PANEL * groups_of(cols) * TF_PANEL * 4;
+}
+
+size_t
+tf_int8_packed_size(size_t rows, size_t cols)
+{
+	size_t		padded = (rows + TF_PANEL - 1) / TF_PANEL * TF_PANEL;
+
+	return panels_bytes(rows, cols) + padded * (sizeof(float) + sizeof(int32_t));
+}
+
+/* scales and sums, after the panels, padded to whole panels with zeros */
+static inline const float *
+row_scales(const void *packed, size_t rows, size_t cols)
+{
+	return (const float *) ((const char *) packed + panels_bytes(rows, cols));
+}
+
+static inline const int32_t *
+row_sums(const void *packed, size_t rows, size_t cols)
+{
+	size_t		padded = (rows + TF_PANEL - 1) / TF_PANEL * TF_PANEL;
+
+	return (const int32_t *) (row_scales(packed, rows, cols) + padded);
+}
+
+void
+tf_quantize_rows(size_t rows, size_t cols, int8_t *q, float *scale, const float *w)
+{
+	for (size_t r = 0; r < rows; r++)
+	{
+		const float *wr = w + r * cols;
+		float		amax = 0.0f,
+					inv;
+
+		for (size_t c = 0; c < cols; c++)
+			amax = fmaxf(amax, fabsf(wr[c]));
+		scale[r] = amax / 127.0f;
+		/* as torch's quantize_per_channel: round(w · (1 / scale)), to nearest even */
+		inv = amax > 0.0f ? 1.0f / scale[r] : 0.0f;
+		for (size_t c = 0; c < cols; c++)
+		{
+			float		v = rintf(wr[c] * inv);
+
+			q[r * cols + c] = (int8_t) (v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+		}
+	}
+}
+
+void
+tf_pack_int8(size_t rows, size_t cols, void *out, const int8_t *w, const float *scale)
+{
+	size_t		k4 = groups_of(cols);
+	int8_t	   *panels = out;
+	float	   *sc;
+	int32_t    *sums;
+
+	memset(out, 0, tf_int8_packed_size(rows, cols));
+	sc = (float *) row_scales(out, rows, cols);
+	sums = (int32_t *) row_sums(out, rows, cols);
+	for (size_t r = 0; r < rows; r++)
+	{
+		int8_t	   *panel = panels + (r / TF_PANEL) * k4 * TF_PANEL * 4;
+		int32_t		s = 0;
+
+		for (size_t c = 0; c < cols; c++)
+		{
+			panel[((c / 4) * TF_PANEL + r % TF_PANEL) * 4 + c % 4] = w[r * cols + c];
+			s += w[r * cols + c];
+		}
+		sc[r] = scale[r];
+		sums[r] = s;
+	}
+}
+
+void
+tf_int8_packed_row(size_t cols, float *out, const void *packed, size_t rows, size_t row)
+{
+	size_t		k4 = groups_of(cols);
+	const int8_t *panel = (const int8_t *) packed + (row / TF_PANEL) * k4 * TF_PANEL * 4;
+	float		s = row_scales(packed, rows, cols)[row];
+
+	for (size_t c = 0; c < cols; c++)
+		out[c] = (float) panel[((c / 4) * TF_PANEL + row % TF_PANEL) * 4 + c % 4] * s;
+}
+
+/* ------------------------------------------------- x, quantized per row */
+
+static inline void
+input_params(float lo, float hi, float *scale, int32_t *zero)
+{
+	float		s = (hi - lo) / 255.0f;
+
+	if (s == 0.0f)
+		s = 1.0f;				/* a row of zeros */
+	*scale = s;
+	*zero = (int32_t) lrintf(-lo / s);
+}
+
+void
+tf_quantize_input(size_t k, uint8_t *q, float *scale, int32_t *zero, const float *x)
+{
+	float		lo = 0.0f,
+				hi = 0.0f,
+				inv;
+
+	for (size_t c = 0; c < k; c++)
+	{
+		lo = fminf(lo, x[c]);
+		hi = fmaxf(hi, x[c]);
+	}
+	input_params(lo, hi, scale, zero);
+	inv = 1.0f / *scale;
+	for (size_t c = 0; c < k; c++)
+	{
+		long		v = lrintf(x[c] * inv) + *zero;
+
+		q[c] = (uint8_t) (v < 0 ? 0 : v > 255 ? 255 : v);
+	}
+	/* the last group's padding: 0 meets the weights' zero padding */
+	for (size_t c = k; c < groups_of(k) * 4; c++)
+		q[c] = 0;
+}
+
+/* A block of rows of x, quantized: row r at q + r · ld. */
+typedef struct QInput
+{
+	size_t		ld;
+	const uint8_t *q;
+	const float *scale;
+	const int32_t *zero;
+} QInput;
+
+/* the dequantizing step for one row of outputs, as every family does it */
+static inline void
+dequant_row(size_t n, float *y, const int32_t *acc, float sx, int32_t zx,
+			const float *sw, const int32_t *wsum, const float *bias)
+{
+	for (size_t j = 0; j < n; j++)
+	{
+		float		t = (float) (acc[j] - zx * wsum[j]);
+
+		y[j] = bias ? fmaf(t, sx * sw[j], bias[j]) : t * (sx * sw[j]);
+	}
+}
+
+/* -------------------------------------------------------- the kernels */
+
+typedef void (*int8_block_fn) (size_t m, size_t n, size_t k, float *y, const QInput *x,
+							   const void *packed, const float *bias);
+
+/* portable: one row of x by one panel at a time, int32 sums in C */
+static void
+block_base(size_t m, size_t n, size_t k, float *y, const QInput *x,
+		   const void *packed, const float *bias)
+{
+	size_t		k4 = groups_of(k);
+	const float *sw = row_scales(packed, n, k);
+	const int32_t *wsum = row_sums(packed, n, k);
+
+	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	{
+		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
+		size_t		cols = n - j0 < TF_PANEL ? n - j0 : TF_PANEL;
+
+		for (size_t r = 0; r < m; r++)
+		{
+			const uint8_t *xq = x->q + r * x->ld;
+			int32_t		acc[TF_PANEL] = {0};
+
+			for (size_t g = 0; g < k4; g++)
+			{
+				const int8_t *wg = panel + g * TF_PANEL * 4;
+				const uint8_t *xg = xq + 4 * g;
+
+				for (size_t i = 0; i < TF_PANEL; i++)
+					acc[i] += xg[0] * wg[4 * i] + xg[1] * wg[4 * i + 1] +
+						xg[2] * wg[4 * i + 2] + xg[3] * wg[4 * i + 3];
+			}
+			dequant_row(cols, y + r * n + j0, acc, x->scale[r], x->zero[r],
+						sw + j0, wsum + j0, bias ? bias + j0 : NULL);
+		}
+	}
+}
+
+#ifdef TF_X86
+
+#define T_VNNI __attribute__((target("arch=x86-64-v4,avx512vnni")))
+#define T_AVX2 __attribute__((target("arch=x86-64-v3")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* 4 bytes of x as one int32, for a broadcast */
+static ALWAYS_INLINE int32_t
+load4(const uint8_t *p)
+{
+	int32_t		v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/*
+ * acc += u8 x · s8 w in groups of 4.  GCC 12 pairs each _mm512_dpbusd_epi32
+ * on an array of accumulators with a register copy, which costs a third of
+ * the speed; the instruction itself does not.
+ */
+static ALWAYS_INLINE T_VNNI __m512i
+dpbusd(__m512i acc, __m512i x, __m512i w)
+{
+	__asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+	return acc;
+}
+
+#define VNNI_MR 8
+/* bytes ahead that the first block of rows prefetches weights (across panels) */
+#define VNNI_PREFETCH 1024
+
+/* mr (a constant in each inlined copy) rows of x by one panel */
+static ALWAYS_INLINE T_VNNI void
+vnni_tile(const int mr, const int prefetch, size_t n, size_t k4, float *y, const QInput *x,
+		  const int8_t *panel, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
+{
+	size_t		left = n - j0;
+	__mmask16	mk0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1),
+				mk1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
+	__m512i		acc[VNNI_MR][2];
+	__m512		sw0 = _mm512_loadu_ps(sw + j0),
+				sw1 = _mm512_loadu_ps(sw + j0 + 16),
+				b0 = bias ? _mm512_maskz_loadu_ps(mk0, bias + j0) : _mm512_setzero_ps(),
+				b1 = bias ? _mm512_maskz_loadu_ps(mk1, bias + j0 + 16) : _mm512_setzero_ps();
+	__m512i		ws0 = _mm512_loadu_si512(wsum + j0),
+				ws1 = _mm512_loadu_si512(wsum + j0 + 16);
+
+	for (int i = 0; i < mr; i++)
+		acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+	for (size_t g = 0; g < k4; g++)
+	{
+		__m512i		w0 = _mm512_loadu_si512(panel + g * TF_PANEL * 4),
+					w1 = _mm512_loadu_si512(panel + g * TF_PANEL * 4 + 64);
+
+		/*
+		 * The weights stream from memory for large n; with a store stream
+		 * per row of x besides, the hardware prefetcher loses them.
+		 */
+		if (prefetch)
+			_mm_prefetch((const char *) panel + g * TF_PANEL * 4 + VNNI_PREFETCH, _MM_HINT_T0);
+		for (int i = 0; i < mr; i++)
+		{
+			__m512i		xb = _mm512_set1_epi32(load4(x->q + i * x->ld + 4 * g));
+
+			acc[i][0] = dpbusd(acc[i][0], xb, w0);
+			acc[i][1] = dpbusd(acc[i][1], xb, w1);
+		}
+	}
+	for (int i = 0; i < mr; i++)
+	{
+		__m512i		z = _mm512_set1_epi32(x->zero[i]);
+		__m512		sx = _mm512_set1_ps(x->scale[i]);
+		__m512		t0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][0], _mm512_mullo_epi32(z, ws0))),
+					t1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][1], _mm512_mullo_epi32(z, ws1))),
+					s0 = _mm512_mul_ps(sx, sw0),
+					s1 = _mm512_mul_ps(sx, sw1);
+		float	   *yi = y + i * n + j0;
+
+		_mm512_mask_storeu_ps(yi, mk0, bias ? _mm512_fmadd_ps(t0, s0, b0) : _mm512_mul_ps(t0, s0));
+		_mm512_mask_storeu_ps(yi + 16, mk1, bias ? _mm512_fmadd_ps(t1, s1, b1) : _mm512_mul_ps(t1, s1));
+	}
+}
+
+static T_VNNI void
+block_vnni(size_t m, size_t n, size_t k, float *y, const QInput *x,
+		   const void *packed, const float *bias)
+{
+	size_t		k4 = groups_of(k);
+	const float *sw = row_scales(packed, n, k);
+	const int32_t *wsum = row_sums(packed, n, k);
+
+	/* panel outermost: it stays in L1/L2 while the blocks of x pass */
+	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	{
+		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
+
+		for (size_t r = 0; r < m; r += VNNI_MR)
+		{
+			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
+			float	   *yr = y + r * n;
+			int			pf = r == 0;
+
+			switch (m - r >= VNNI_MR ? VNNI_MR : m - r)
+			{
+				case 1: vnni_tile(1, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 2: vnni_tile(2, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 3: vnni_tile(3, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 4: vnni_tile(4, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 5: vnni_tile(5, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 6: vnni_tile(6, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 7: vnni_tile(7, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				default: vnni_tile(8, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			}
+		}
+	}
+}
+
+/*
+ * x quantized with AVX-512: the same operations as tf_quantize_input
+ * (min/max are exact in any order; x · (1 / s) rounded to nearest even).
+ */
+static T_VNNI void
+quantize_input_avx512(size_t k, uint8_t *q, float *scale, int32_t *zero, const float *x)
+{
+	__m512		vlo = _mm512_setzero_ps(),
+				vhi = _mm512_setzero_ps(),
+				vinv;
+	__m512i		vz,
+				vmax = _mm512_set1_epi32(255);
+	size_t		kp = groups_of(k) * 4;
+
+	for (size_t c = 0; c < k; c += 16)
+	{
+		__mmask16	mk = k - c >= 16 ? 0xffff : (__mmask16) ((1u << (k - c)) - 1);
+		__m512		v = _mm512_maskz_loadu_ps(mk, x + c);
+
+		vlo = _mm512_min_ps(vlo, v);
+		vhi = _mm512_max_ps(vhi, v);
+	}
+	input_params(_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi), scale, zero);
+	vinv = _mm512_set1_ps(1.0f / *scale);
+	vz = _mm512_set1_epi32(*zero);
+	for (size_t c = 0; c < kp; c += 16)
+	{
+		/* columns k..kp are the padding: 0 */
+		__mmask16	mk = k <= c ? 0 : k - c >= 16 ? 0xffff : (__mmask16) ((1u << (k - c)) - 1);
+		__mmask16	mst = kp - c >= 16 ? 0xffff : (__mmask16) ((1u << (kp - c)) - 1);
+		__m512i		v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vinv));
+
+		v = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(v, vz), _mm512_setzero_si512()), vmax);
+		v = _mm512_maskz_mov_epi32(mk, v);
+		_mm512_mask_cvtepi32_storeu_epi8(q + c, mst, v);
+	}
+}
+
+/*
+ * AVX2: each 16 bytes of a panel group (4 rows × 4 columns) widened to s16
+ * and multiplied by x's 4 columns (widened, broadcast) with vpmaddwd: 8 sums
+ * of pairs, rows 4h..4h+3 × (columns 0-1, 2-3).  The pairs are added after
+ * the loop; integer sums, so the order does not matter.
+ */
+#define AVX2_MR 2
+
+static ALWAYS_INLINE T_AVX2 void
+avx2_tile(const int mr, size_t n, size_t k4, float *y, const QInput *x,
+		  const int8_t *panel, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
+{
+	__m256i		acc[AVX2_MR][8];
+	size_t		cols = n - j0 < TF_PANEL ? n - j0 : TF_PANEL;
+
+	for (int i = 0; i < mr; i++)
+		for (int h = 0; h < 8; h++)
+			acc[i][h] = _mm256_setzero_si256();
+	for (size_t g = 0; g < k4; g++)
+	{
+		const int8_t *wg = panel + g * TF_PANEL * 4;
+		__m256i		xb[AVX2_MR];
+
+		for (int i = 0; i < mr; i++)
+		{
+			__m128i		x4 = _mm_cvtsi32_si128(load4(x->q + i * x->ld + 4 * g));
+
+			xb[i] = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(x4));
+		}
+		for (int h = 0; h < 8; h++)
+		{
+			__m256i		w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (wg + 16 * h)));
+
+			for (int i = 0; i < mr; i++)
+				acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(xb[i], w));
+		}
+	}
+	for (int i = 0; i < mr; i++)
+	{
+		int32_t		pairs[TF_PANEL * 2];
+		int32_t		sums[TF_PANEL];
+
+		for (int h = 0; h < 8; h++)
+			_mm256_storeu_si256((__m256i *) (pairs + 8 * h), acc[i][h]);
+		for (int j = 0; j < TF_PANEL; j++)
+			sums[j] = pairs[2 * j] + pairs[2 * j + 1];
+		dequant_row(cols, y + i * n + j0, sums, x->scale[i], x->zero[i],
+					sw + j0, wsum + j0, bias ? bias + j0 : NULL);
+	}
+}
+
+static T_AVX2 void
+block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
+		   const void *packed, const float *bias)
+{
+	size_t		k4 = groups_of(k);
+	const float *sw = row_scales(packed, n, k);
+	const int32_t *wsum = row_sums(packed, n, k);
+
+	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	{
+		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
+
+		for (size_t r = 0; r < m; r += AVX2_MR)
+		{
+			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
+
+			if (m - r >= 2)
+				avx2_tile(2, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
+			else
+				avx2_tile(1, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
+		}
+	}
+}
+
+static bool
+cpu_has_vnni(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512vnni");
+}
+
+static bool
+cpu_has_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif							/* TF_X86 */
+
+static int8_block_fn int8_block;
+static const char *int8_name;
+
+const char *
+tf_int8_kernels(int level)
+{
+	int8_block = block_base;
+	int8_name = "portable";
+#ifdef TF_X86
+	if ((level < 0 || level >= 2) && cpu_has_vnni())
+	{
+		int8_block = block_vnni;
+		int8_name = "avx512vnni";
+	}
+	else if ((level < 0 || level >= 1) && cpu_has_avx2())
+	{
+		int8_block = block_avx2;
+		int8_name = "avx2";
+	}
+#endif
+	return int8_name;
+}
+
+void
+tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
+			   const void *packed, const float *bias)
+{
+	size_t		m = rows,
+				n = out_dim,
+				k = in_dim,
+				ld = groups_of(k) * 4;
+	size_t		block = QBLOCK_BYTES / ld;
+	uint8_t		q[QBLOCK_BYTES] __attribute__((aligned(64)));
+	float		scale[QBLOCK_ROWS];
+	int32_t		zero[QBLOCK_ROWS];
+
+	if (int8_block == NULL)
+		tf_int8_kernels(-1);
+	if (block > QBLOCK_ROWS)
+		block = QBLOCK_ROWS;
+	/* in_dim <= TF_INT8_MAX_IN: ld <= QBLOCK_BYTES, so block >= 1 */
+	for (size_t r0 = 0; r0 < m; r0 += block)
+	{
+		size_t		mb = m - r0 < block ? m - r0 : block;
+		QInput		qx = {ld, q, scale, zero};
+
+		for (size_t r = 0; r < mb; r++)
+		{
+#ifdef TF_X86
+			if (int8_block == block_vnni)
+				quantize_input_avx512(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
+			else
+#endif
+				tf_quantize_input(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
+		}
+		int8_block(mb, n, k, y + r0 * n, &qx, packed, bias);
+	}
+}
