@@ -27,13 +27,15 @@ OBJS = \
 	src/safetensors.o \
 	src/model_files.o \
 	src/sql_model.o \
+	src/sql_quantize.o \
 	src/segment.o \
 	src/sql_document.o \
 	src/metrics.o \
 	src/sql_metrics.o \
 	src/sql_pictures.o
 
-DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.1.0--0.2.0.sql
+DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.3.0.sql \
+	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

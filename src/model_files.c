@@ -41,7 +41,7 @@
 #define MAX_MODEL_NAME (NAMEDATALEN - 1 - 7)
 
 
-static void
+void
 CheckModelName(const char *name)
 {
 	if (name[0] == '\0')
@@ -135,11 +135,12 @@ ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor *
 
 		t->name = st[i].name;
 		strlcpy(t->dtype, st[i].dtype, sizeof(t->dtype));
-		if (strcmp(t->dtype, "F32") != 0 && strcmp(t->dtype, "F16") != 0 && strcmp(t->dtype, "BF16") != 0)
+		if (strcmp(t->dtype, "F32") != 0 && strcmp(t->dtype, "F16") != 0 && strcmp(t->dtype, "BF16") != 0 &&
+			strcmp(t->dtype, "I8") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("tensor \"%s\" has the unsupported dtype \"%s\"", t->name, st[i].dtype),
-					 errhint("Supported are F32, F16 and BF16.")));
+					 errhint("Supported are F32, F16, BF16 and I8.")));
 		t->ndim = st[i].ndim;
 		memcpy(t->shape, st[i].shape, sizeof(int64) * t->ndim);
 		t->offset = (int64) st[i].begin;
@@ -263,7 +264,7 @@ ByteaOf(const char *data, Size len)
  * caller's transaction: an error leaves nothing behind.  Writers of a name
  * queue on its lock, taken before any row (model, then tokenizers).
  */
-static int64
+int64
 StoreModel(const char *name, const char *config_text, Size config_len,
 		   const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
 		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
@@ -293,7 +294,11 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	for (int i = 0; i < ntensors; i++)
 	{
 		int64		numel = 1;
+		size_t		len = strlen(tensors[i].name);
 
+		/* an int8 matrix's scales are not parameters */
+		if (len > 13 && strcmp(tensors[i].name + len - 13, ".weight_scale") == 0)
+			continue;
 		for (int k = 0; k < tensors[i].ndim; k++)
 			numel *= tensors[i].shape[k];
 		params += numel;

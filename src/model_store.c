@@ -357,6 +357,8 @@ stored_dtype(const StoredTensor *t)
 		return TF_F16;
 	if (strcmp(t->dtype, "BF16") == 0)
 		return TF_BF16;
+	if (strcmp(t->dtype, "I8") == 0)
+		return TF_I8;
 	return TF_F32;
 }
 
@@ -430,6 +432,11 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return NULL;
+	if (stored_dtype(t) == TF_I8)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tensor \"%s\" is int8, but only weight matrices may be", name),
+				 errdetail("Biases, norms, positions and scales are F32, F16 or BF16.")));
 	CHECK_FOR_INTERRUPTS();
 	out = arena_take(wb, sizeof(float) * numel, name);
 	tf_to_float(numel, out, t->data, stored_dtype(t));
@@ -455,6 +462,24 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	CHECK_FOR_INTERRUPTS();
 	mat.dtype = stored_dtype(t);
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
+	if (mat.dtype == TF_I8)
+	{
+		/* int8 rows and their scales, "<name>_scale" (d0) */
+		const float *scale = weight(wb, psprintf("%s_scale", name), true, d0, 0);
+
+		if (d1 > TF_INT8_MAX_IN)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("int8 matrix \"%s\" has %lld input columns; at most %d are supported",
+							name, (long long) d1, TF_INT8_MAX_IN)));
+		for (int64 i = 0; i < d0; i++)
+			if (scale[i] < 0.0f)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("tensor \"%s_scale\" has a negative scale", name)));
+		tf_pack_int8(d0, d1, (void *) mat.data, (const int8_t *) t->data, scale);
+		return mat;
+	}
 	tf_pack_panels(d0, d1, (void *) mat.data, t->data, mat.dtype);
 	/* checked in the arena, aligned (the padding is zeros) */
 	numel = tf_packed_size(d0, d1, mat.dtype) / tf_dtype_size(mat.dtype);
@@ -627,6 +652,8 @@ dtype_size(const char *dtype)
 		return 4;
 	if (strcmp(dtype, "F16") == 0 || strcmp(dtype, "BF16") == 0)
 		return 2;
+	if (strcmp(dtype, "I8") == 0)
+		return 1;
 	return 0;
 }
 
@@ -638,7 +665,7 @@ TensorDefect(const StoredTensor *t)
 	int64		need;
 
 	if (esize == 0)
-		return psprintf("Tensor \"%s\" has the dtype \"%s\"; supported are F32, F16 and BF16.",
+		return psprintf("Tensor \"%s\" has the dtype \"%s\"; supported are F32, F16, BF16 and I8.",
 						t->name, t->dtype);
 	if (t->ndim < 0 || t->ndim > MAX_TENSOR_DIMS)
 		return psprintf("Tensor \"%s\" has %d dimensions; at most %d are supported.",
@@ -707,6 +734,40 @@ read_tensor(const char *model, HeapTuple tup, TupleDesc desc, StoredTensor *t)
 		damaged(model, defect);
 }
 
+int
+ReadModelTensors(const char *name, StoredTensor **out)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	StoredTensor *tensors;
+	char	   *query;
+	int			n;
+
+	/* one more than allowed, to tell that there are too many */
+	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1 "
+					 "ORDER BY data_offset, name LIMIT %d",
+					 ExtensionTableName("transformer_tensors"), MAX_TENSORS + 1);
+	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read transformer_tensors");
+	if (SPI_processed > MAX_TENSORS)
+		damaged(name, psprintf("It has more than %d tensors.", MAX_TENSORS));
+	n = (int) SPI_processed;
+	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
+	}
+	*out = tensors;
+	return n;
+}
+
+bool
+IsWeightMatrix(const StoredTensor *t)
+{
+	return kept_as_stored(t);
+}
+
 /* Error context: which model was being loaded. */
 static void
 load_context(void *arg)
@@ -760,21 +821,7 @@ load_model(void *e, const char *name)
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
 
-	/* one more than allowed, to tell that there are too many */
-	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1 LIMIT %d",
-					 ExtensionTableName("transformer_tensors"), MAX_TENSORS + 1);
-	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read transformer_tensors");
-	if (SPI_processed > MAX_TENSORS)
-		damaged(name, psprintf("It has more than %d tensors.", MAX_TENSORS));
-	n = (int) SPI_processed;
-	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
-	for (int i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
-	}
-
+	n = ReadModelTensors(name, &tensors);
 	entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, entry->cxt);
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);

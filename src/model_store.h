@@ -92,6 +92,24 @@ extern void ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *cf
  */
 extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt);
 
+/*
+ * The tensors of model `name` (in file order), checked as untrusted rows
+ * (ERROR "model is damaged"); inside ExtSpiConnect(): the data lives in
+ * SPI's memory until ExtSpiFinish().
+ */
+extern int	ReadModelTensors(const char *name, StoredTensor **out);
+
+/* A weight matrix (kept in its dtype, quantizable), not a vector or positions? */
+extern bool IsWeightMatrix(const StoredTensor *t);
+
+/* model_files.c */
+extern void CheckModelName(const char *name);
+extern int64 StoreModel(const char *name, const char *config_text, Size config_len,
+						const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
+						const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
+						const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len,
+						const char *source_lang, const char *target_lang);
+
 /* Register the cache invalidation callback; from _PG_init. */
 extern void InitModelCache(void);
 

@@ -1,0 +1,260 @@
+/*
+ * sql_quantize.c
+ *		quantize_model(name, new_name, dtype): a copy of a model with its
+ *		weight matrices in int8, stored beside the original.
+ *
+ * Every weight matrix (the linear layers, the embeddings, the output
+ * layer) is quantized per output row, symmetrically, with an fp32 scale
+ * (tf_quantize_rows, CTranslate2's scheme): "X.weight" becomes I8 and
+ * "X.weight_scale" (rows) F32.  Biases, norms and positions become F32.
+ * The copy is written as import_model() writes a model, with a safetensors
+ * header of its own, so export_model(), pg_dump and the caches treat it as
+ * any other.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "ext_tables.h"
+#include "model_store.h"
+#include "tensor_ops.h"
+
+/* A bytea column of SPI's first row, copied into cxt; NULL if null. */
+static char *
+row_bytes(int col, MemoryContext cxt, Size *len)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	bytea	   *b;
+	char	   *out;
+
+	*len = 0;
+	if (isnull)
+		return NULL;
+	b = DatumGetByteaPP(d);
+	*len = VARSIZE_ANY_EXHDR(b);
+	out = MemoryContextAlloc(cxt, *len + 1);
+	memcpy(out, VARDATA_ANY(b), *len);
+	out[*len] = '\0';
+	return out;
+}
+
+static char *
+row_text(int col, MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
+}
+
+/* t's values as fp32, checked finite */
+static float *
+tensor_floats(const StoredTensor *t, Size numel)
+{
+	float	   *f = palloc_extended(sizeof(float) * (numel ? numel : 1), MCXT_ALLOC_HUGE);
+	TfDType		dt = strcmp(t->dtype, "F16") == 0 ? TF_F16 : strcmp(t->dtype, "BF16") == 0 ? TF_BF16 : TF_F32;
+
+	tf_to_float(numel, f, t->data, dt);
+	for (Size i = 0; i < numel; i++)
+		if (!isfinite(f[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tensor \"%s\" contains NaN or infinity", t->name)));
+	return f;
+}
+
+static Size
+numel_of(const StoredTensor *t)
+{
+	Size		n = 1;
+
+	for (int k = 0; k < t->ndim; k++)
+		n *= (Size) t->shape[k];
+	return n;
+}
+
+/* out := a copy of t, as dtype with the given bytes, allocated in cxt */
+static void
+new_tensor(StoredTensor *out, const StoredTensor *t, const char *name, const char *dtype,
+		   int ndim, const int64 *shape, const void *data, Size nbytes, MemoryContext cxt)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = MemoryContextStrdup(cxt, name);
+	strlcpy(out->dtype, dtype, sizeof(out->dtype));
+	out->ndim = ndim;
+	memcpy(out->shape, shape, sizeof(int64) * ndim);
+	out->nbytes = nbytes;
+	out->data = MemoryContextAllocExtended(cxt, nbytes ? nbytes : 1, MCXT_ALLOC_HUGE);
+	memcpy((char *) out->data, data, nbytes);
+}
+
+/*
+ * The safetensors header of tensors laid out in order: 8 bytes of length,
+ * then the JSON, padded with spaces to a multiple of 8 (as safetensors
+ * writes it).  Sets each tensor's offset; returns the JSON's length.
+ */
+static char *
+safetensors_header(StoredTensor *t, int n, Size *hlen)
+{
+	StringInfoData j;
+	uint64		offset = 0;
+	uint64		len;
+	char	   *out;
+
+	initStringInfo(&j);
+	appendStringInfoString(&j, "{\"__metadata__\":{\"format\":\"pt\",\"quantization\":\"int8 per output row, symmetric, fp32 scales in <name>_scale\"}");
+	for (int i = 0; i < n; i++)
+	{
+		t[i].offset = offset;
+		appendStringInfoChar(&j, ',');
+		escape_json(&j, t[i].name);
+		appendStringInfo(&j, ":{\"dtype\":\"%s\",\"shape\":[", t[i].dtype);
+		for (int k = 0; k < t[i].ndim; k++)
+			appendStringInfo(&j, k ? ",%lld" : "%lld", (long long) t[i].shape[k]);
+		appendStringInfo(&j, "],\"data_offsets\":[%llu,%llu]}",
+						 (unsigned long long) offset, (unsigned long long) (offset + t[i].nbytes));
+		offset += t[i].nbytes;
+	}
+	appendStringInfoChar(&j, '}');
+	while (j.len % 8 != 0)
+		appendStringInfoChar(&j, ' ');
+	len = j.len;
+	out = palloc(8 + j.len);
+	for (int b = 0; b < 8; b++)
+		out[b] = (char) ((len >> (8 * b)) & 0xff);
+	memcpy(out + 8, j.data, j.len);
+	*hlen = j.len;
+	return out;
+}
+
+PG_FUNCTION_INFO_V1(quantize_model);
+Datum
+quantize_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *new_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *dtype = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	MemoryContext caller = CurrentMemoryContext;
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	StoredTensor *src,
+			   *dst;
+	int			n,
+				nout = 0;
+	int64		params = 0;
+	Size		config_len,
+				vocab_len,
+				gen_len,
+				src_len,
+				tgt_len,
+				hlen;
+	char	   *config,
+			   *vocab,
+			   *gen,
+			   *src_spm,
+			   *tgt_spm,
+			   *source_lang,
+			   *target_lang,
+			   *header;
+	int			level;
+
+	if (pg_strcasecmp(dtype, "int8") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unsupported quantization dtype \"%s\"", dtype),
+				 errhint("The supported dtype is int8.")));
+	CheckModelName(new_name);
+	if (strcmp(name, new_name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the quantized copy of model \"%s\" needs a name of its own", name),
+				 errdetail("quantize_model() stores the copy beside the original.")));
+	RequireExtensionVersion020();
+
+	level = ExtSpiConnect();
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
+								   "s.model, t.model, m.source_lang, m.target_lang "
+								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
+								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ExtensionTableName("transformer_models"),
+								   ExtensionTableName("transformer_tokenizers"),
+								   ExtensionTableName("transformer_tokenizers")),
+						  1, types, args, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	config = row_bytes(1, caller, &config_len);
+	vocab = row_bytes(2, caller, &vocab_len);
+	gen = row_bytes(3, caller, &gen_len);
+	src_spm = row_bytes(4, caller, &src_len);
+	tgt_spm = row_bytes(5, caller, &tgt_len);
+	source_lang = row_text(6, caller);
+	target_lang = row_text(7, caller);
+	if (config == NULL || vocab == NULL || src_spm == NULL || tgt_spm == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("model \"%s\" is damaged", name),
+				 errdetail("Its configuration, vocabulary or a tokenizer is null."),
+				 errhint("Drop it and import it again.")));
+
+	n = ReadModelTensors(name, &src);
+	dst = MemoryContextAllocZero(caller, sizeof(StoredTensor) * (2 * n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		StoredTensor *t = &src[i];
+		Size		numel = numel_of(t);
+		float	   *f;
+
+		CHECK_FOR_INTERRUPTS();
+		params += numel;
+		if (strcmp(t->dtype, "I8") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model \"%s\" is already quantized", name),
+					 errdetail("Tensor \"%s\" is int8.", t->name)));
+		f = tensor_floats(t, numel);
+		if (IsWeightMatrix(t))
+		{
+			Size		rows = t->shape[0],
+						cols = t->shape[1];
+			int8_t	   *q = palloc_extended(numel ? numel : 1, MCXT_ALLOC_HUGE);
+			float	   *scale = palloc(sizeof(float) * rows);
+			int64		sshape[1] = {(int64) rows};
+
+			if (cols > TF_INT8_MAX_IN)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("matrix \"%s\" has %zu input columns; int8 supports at most %d",
+								t->name, cols, TF_INT8_MAX_IN)));
+			tf_quantize_rows(rows, cols, q, scale, f);
+			new_tensor(&dst[nout++], t, t->name, "I8", t->ndim, t->shape, q, numel, caller);
+			new_tensor(&dst[nout++], t, psprintf("%s_scale", t->name), "F32", 1, sshape,
+					   scale, sizeof(float) * rows, caller);
+			pfree(q);
+			pfree(scale);
+		}
+		else
+			new_tensor(&dst[nout++], t, t->name, "F32", t->ndim, t->shape, f,
+					   sizeof(float) * numel, caller);
+		pfree(f);
+	}
+	ExtSpiFinish(level);
+	MemoryContextSwitchTo(caller);
+
+	header = safetensors_header(dst, nout, &hlen);
+	(void) StoreModel(new_name, config, config_len, header, hlen, dst, nout,
+					  src_spm, src_len, tgt_spm, tgt_len, vocab, vocab_len, gen, gen_len,
+					  source_lang, target_lang);
+	PG_RETURN_INT64(params);
+}
