@@ -40,16 +40,16 @@ def psql(sql):
                           capture_output=True, text=True, check=True).stdout
 
 
-def sql_translate(split, beam, factor=None):
+def sql_translate(split, beam, factor=None, model=MODEL):
     out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") + """
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
-SELECT import_model('%(m)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(m)s') \\g /dev/null
+SELECT import_model('%(b)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(b)s') \\g /dev/null
 CREATE TEMP TABLE docs (n serial, body text);
 \\copy docs(body) FROM PROGRAM 'zcat %(path)s' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02', NULL E'\\x03')
 \\pset recordsep '\\x1e'
 SELECT translate(body, '%(m)s', %(beam)d) FROM docs ORDER BY n;
-""" % dict(m=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam))
+""" % dict(m=model, b=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam))
     return out.rstrip("\n").split("\x1e")
 
 

@@ -196,6 +196,29 @@ def core_cases():
             case("osm_%d" % i, "osm", [n, d],
                  [("scores", scores), ("values", values), ("expected", expected.float())])
 
+        # int8 products: our quantization rules applied with torch's quantizer
+        # (quantize_per_channel: round(v * (1 / scale)) + zero point, to
+        # nearest even), the product of the dequantized values in double
+        for i, (m, n, k) in enumerate([(1, 5, 7), (3, 40, 64), (9, 33, 130), (4, 64, 512)]):
+            x = randn(m, k) * torch.rand(m, 1, generator=g) * 3.0 + 0.5
+            w = randn(n, k) * 0.1
+            w[0] = 0.0  # a row of zeros: scale 0
+            bias = randn(n)
+            sw = (w.abs().amax(dim=1) / torch.tensor(127.0)).float()
+            wq = torch.quantize_per_channel(w, torch.where(sw > 0, sw, torch.ones(n)).double(),
+                                            torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+            lo = torch.minimum(x.amin(dim=1), torch.tensor(0.0))
+            hi = torch.maximum(x.amax(dim=1), torch.tensor(0.0))
+            sx = ((hi - lo) / torch.tensor(255.0)).float()
+            zx = torch.round(-lo / sx).long()
+            xq = torch.quantize_per_channel(x, sx.double(), zx, 0, torch.quint8)
+            wd = wq.int_repr().double() * sw.double().unsqueeze(1)
+            expected = (xq.dequantize().double() @ wd.T + bias.double()).float()
+            case("int8_linear_%d" % i, "int8_linear", [m, n, k],
+                 [("x", x), ("w", w), ("bias", bias), ("wq", wq.int_repr().float()),
+                  ("xq", xq.int_repr().float()), ("expected", expected),
+                  ("fp32", torch.nn.functional.linear(x, w, bias))])
+
     path = os.path.join(FIX, "core_ops.txt")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")

@@ -216,6 +216,50 @@ run_case(const Case *c)
 		free(b);
 		free(out);
 	}
+	else if (strcmp(c->op, "int8_linear") == 0)
+	{
+		/* against torch.quantize_per_channel's integers and its dequantized product */
+		int			m = p[0],
+					n = p[1],
+					k = p[2];
+		const float *x = get(c, "x", m * k);
+		const float *w = get(c, "w", n * k);
+		const float *wq_ref = get(c, "wq", n * k);
+		const float *xq_ref = get(c, "xq", m * k);
+		int8_t	   *q = xmalloc((size_t) n * k);
+		float	   *sw = xmalloc(sizeof(float) * n);
+		uint8_t    *xq = xmalloc((size_t) k + 4);
+		void	   *packed = xmalloc(tf_packed_size(n, k, TF_I8));
+		float	   *y = xmalloc(sizeof(float) * m * n);
+		float	   *qf = xmalloc(sizeof(float) * n * k);
+		float	   *xqf = xmalloc(sizeof(float) * m * k);
+
+		tf_quantize_rows(n, k, q, sw, w);
+		for (int i = 0; i < n * k; i++)
+			qf[i] = q[i];
+		check_tensor(c->name, "w quant", qf, wq_ref, n * k, 0.0f);
+		for (int r = 0; r < m; r++)
+		{
+			float		sx;
+			int32_t		zx;
+
+			tf_quantize_input(k, xq, &sx, &zx, x + r * k);
+			for (int i = 0; i < k; i++)
+				xqf[r * k + i] = xq[i];
+		}
+		check_tensor(c->name, "x quant", xqf, xq_ref, m * k, 0.0f);
+		tf_pack_int8(n, k, packed, q, sw);
+		tf_linear(m, n, k, y, x, packed, TF_I8, get(c, "bias", n));
+		check_tensor(c->name, "product", y, get(c, "expected", m * n), m * n, 2e-5f);
+		check_tensor(c->name, "vs fp32", y, get(c, "fp32", m * n), m * n, 0.05f * sqrtf((float) k / 64));
+		free(q);
+		free(sw);
+		free(xq);
+		free(packed);
+		free(y);
+		free(qf);
+		free(xqf);
+	}
 	else
 	{
 		fprintf(stderr, "%s: unknown op %s\n", c->name, c->op);
