@@ -3,9 +3,10 @@
  *		The core's products outside the server, one thread.
  *		usage: bench_gemm sgemm M N K REPS   ->  median GFLOP/s of cblas_sgemm
  *		                                         (x · Wᵀ, as tf_linear calls it)
- *		       bench_gemm linear DTYPE M N K REPS -> median GFLOP/s and weight
- *		                                         GB/s of tf_linear (f32|f16|bf16),
- *		                                         weights packed first
+ *		       bench_gemm linear DTYPE M N K REPS -> median GFLOP/s (GOP/s for
+ *		                                         i8) and weight GB/s of tf_linear
+ *		                                         (f32|f16|bf16|i8), weights packed
+ *		                                         (i8: quantized) first
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -30,11 +31,12 @@ main(int argc, char **argv)
 
 	if (!sgemm && !linear)
 	{
-		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear f32|f16|bf16 M N K REPS\n");
+		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear f32|f16|bf16|i8 M N K REPS\n");
 		return 2;
 	}
 	if (linear)
-		dt = strcmp(argv[2], "f16") == 0 ? TF_F16 : strcmp(argv[2], "bf16") == 0 ? TF_BF16 : TF_F32;
+		dt = strcmp(argv[2], "f16") == 0 ? TF_F16 : strcmp(argv[2], "bf16") == 0 ? TF_BF16 :
+			strcmp(argv[2], "i8") == 0 ? TF_I8 : TF_F32;
 	m = atoi(argv[argc - 4]);
 	n = atoi(argv[argc - 3]);
 	k = atoi(argv[argc - 2]);
@@ -46,7 +48,7 @@ main(int argc, char **argv)
 	es = tf_dtype_size(dt);
 	x = malloc(sizeof(float) * (size_t) m * k);
 	y = malloc(sizeof(float) * (size_t) m * n);
-	w = malloc(es * (size_t) n * k);
+	w = malloc((dt == TF_I8 ? 4 : es) * (size_t) n * k);
 	t = malloc(sizeof(double) * reps);
 	srand(1);
 	for (size_t i = 0; i < (size_t) m * k; i++)
@@ -55,7 +57,7 @@ main(int argc, char **argv)
 	{
 		float		v = ((float) rand() / RAND_MAX - 0.5f) * 0.1f;
 
-		if (dt == TF_F32)
+		if (dt == TF_F32 || dt == TF_I8)
 			memcpy(w + 4 * i, &v, 4);
 		else
 		{
@@ -72,7 +74,19 @@ main(int argc, char **argv)
 	{
 		void	   *packed = malloc(tf_packed_size(n, k, dt));
 
-		tf_pack_panels(n, k, packed, w, dt);
+		if (dt == TF_I8)
+		{
+			/* quantized per row, as quantize_model() does */
+			int8_t	   *q = malloc((size_t) n * k);
+			float	   *scale = malloc(sizeof(float) * n);
+
+			tf_quantize_rows(n, k, q, scale, (const float *) w);
+			tf_pack_int8(n, k, packed, q, scale);
+			free(q);
+			free(scale);
+		}
+		else
+			tf_pack_panels(n, k, packed, w, dt);
 		free(w);
 		w = packed;
 	}

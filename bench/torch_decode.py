@@ -49,10 +49,29 @@ class IncrementalDecoder:
         self.start = self.cfg["decoder_start_token_id"]
         self.out_w = model.output_weight()
         self.bias = model.final_logits_bias[0]
+        self.head = None        # an nn.Linear output layer (see quantized())
         self.gen = mt.generation_config(cfg=self.cfg)
         self.start = self.gen["decoder_start_token_id"]
         self.eos = self.gen["eos_token_id"]
         self.bad = [w[0] for w in self.gen["bad_words_ids"] or [] if len(w) == 1 and w != [self.eos]]
+
+    @classmethod
+    def quantized(cls, model):
+        """PyTorch's own int8: torch.ao.quantization.quantize_dynamic on a copy
+        of the model, every nn.Linear to qint8 (weights per tensor, inputs
+        quantized per call), the output layer (tied to the embeddings) as an
+        nn.Linear too, so that it is int8 as ours is; the same loop."""
+        import copy
+        m = copy.deepcopy(model)
+        head = torch.nn.Linear(m.output_weight().shape[1], m.output_weight().shape[0])
+        with torch.no_grad():
+            head.weight.copy_(m.output_weight())
+            head.bias.copy_(m.final_logits_bias[0])
+        both = torch.ao.quantization.quantize_dynamic(torch.nn.ModuleDict({"m": m, "head": head}),
+                                                       {torch.nn.Linear}, dtype=torch.qint8)
+        dec = cls(both["m"])
+        dec.head = both["head"]
+        return dec
 
     # -------------------------------------------------------- model steps
 
@@ -109,6 +128,8 @@ class IncrementalDecoder:
                             lambda h, layer=layer: layer.fc2(layer.act(layer.fc1(h))))
         if dec.layer_norm is not None:
             x = dec.layer_norm(x)
+        if self.head is not None:
+            return self.head(x[:, 0])
         return F.linear(x[:, 0], self.out_w, self.bias)
 
     def process(self, scores, cur_len, max_length, beam):
