@@ -52,6 +52,22 @@ BEGIN; SELECT pg_temp.spoil($$UPDATE transformer_tokenizers SET vocab = '{"<unk>
 BEGIN; SELECT pg_temp.spoil($$UPDATE transformer_tokenizers SET vocab = '[1]' WHERE name = 'h/source'$$); ROLLBACK;
 BEGIN; SELECT pg_temp.spoil($$UPDATE transformer_tokenizers SET vocab = vocab || jsonb_build_object((tokens('a', 'h/source'))[1], 5000000) WHERE name = 'h/source'$$); ROLLBACK;
 BEGIN; SELECT pg_temp.spoil($$UPDATE transformer_tokenizers SET vocab = jsonb_build_object('<unk>', 0) WHERE name = 'h/target'$$); ROLLBACK;
+-- int8 rows: a scale missing, negative or not finite, int8 where fp32 belongs, a scale without int8
+SELECT quantize_model('h', 'h8') > 0 AS quantized;
+CREATE FUNCTION pg_temp.spoil8(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN translate('a', 'h8');
+END $$;
+BEGIN; SELECT pg_temp.spoil8($$DELETE FROM transformer_tensors WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.weight_scale'$$); ROLLBACK;
+BEGIN; SELECT pg_temp.spoil8($$UPDATE transformer_tensors SET data = overlay(data PLACING '\x000080bf' FROM 1) WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.weight_scale'$$); ROLLBACK;
+BEGIN; SELECT pg_temp.spoil8($$UPDATE transformer_tensors SET data = overlay(data PLACING '\x0000c07f' FROM 1) WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.weight_scale'$$); ROLLBACK;
+BEGIN; SELECT pg_temp.spoil8($$UPDATE transformer_tensors SET dtype = 'I8', data = substring(data FROM 1 FOR 64) WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.bias'$$); ROLLBACK;
+BEGIN; SELECT pg_temp.spoil8($$UPDATE transformer_tensors SET dtype = 'I8', shape = '{64}', data = substring(data FROM 1 FOR 64) WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.weight_scale'$$); ROLLBACK;
+BEGIN; SELECT pg_temp.spoil8($$INSERT INTO transformer_tensors SELECT model, 'model.encoder.layers.0.fc1.bias_scale', shape, dtype, 0, data FROM transformer_tensors WHERE model = 'h8' AND name = 'model.encoder.layers.0.fc1.bias'$$); ROLLBACK;
+-- -128 is not what quantize_model() writes, but computes without overflow
+BEGIN; SELECT length(pg_temp.spoil8($$UPDATE transformer_tensors SET data = decode(repeat('80', octet_length(data)), 'hex') WHERE model = 'h8' AND name LIKE '%.weight' AND dtype = 'I8'$$)) >= 0 AS all_minus_128_computes; ROLLBACK;
+SELECT drop_model('h8');
 -- a failed load is not cached: the intact model still translates
 SELECT translate('a', 'h') = :'good' AS intact;
 -- a configuration that makes a buffer absurd: 54000 before allocating
