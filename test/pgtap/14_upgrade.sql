@@ -1,6 +1,7 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the updated objects are those of a fresh 0.2.0 install.
+-- and the objects updated through 0.2.0 to 0.3.0 are those of a fresh
+-- install, constraints included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \pset format unaligned
@@ -9,15 +10,18 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(6);
--- a fresh 0.2.0 install's objects, as text
+SELECT plan(9);
+-- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0;
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
 DROP EXTENSION transformer;
 
 CREATE EXTENSION transformer VERSION '0.1.0';
@@ -29,16 +33,24 @@ INSERT INTO transformer_tokenizers (name, model, vocab) VALUES
   ('m/target', pg_read_binary_file(:'root' || '/test/fixtures/models/marian_swish/target.spm'), pg_read_file(:'root' || '/test/fixtures/models/marian_swish/vocab.json')::jsonb);
 ALTER EXTENSION transformer UPDATE TO '0.2.0';
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.2.0', 'ALTER EXTENSION transformer UPDATE reaches 0.2.0');
+-- 0.2.0 cannot store int8 rows; 0.3.0 can
+SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
+ALTER EXTENSION transformer UPDATE;
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.3.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.3.0');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers), 2, 'the stored rows are kept');
 CREATE TEMP TABLE updated AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0;
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM fresh EXCEPT SELECT object FROM updated) x), NULL, 'nothing of a fresh install is missing after the update');
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM updated EXCEPT SELECT object FROM fresh) x), NULL, 'and nothing is left over');
 SELECT cmp_ok(import_model('m', :'root' || '/test/fixtures/models/marian_swish'), '>', 0::bigint, 'the updated extension imports');
+SELECT is(quantize_model('m', 'm8'), 49385::bigint, 'and quantizes');
 
 SELECT * FROM finish();
 ROLLBACK;
