@@ -100,6 +100,7 @@ fixtures:
 	$(PYTHON) tools/gen_fixtures.py
 	$(PYTHON) tools/gen_tokenizer_fixtures.py
 	$(PYTHON) tools/gen_model_fixtures.py
+	$(PYTHON) tools/gen_int8_fixtures.py
 	$(PYTHON) tools/gen_bundled_fixtures.py
 	$(PYTHON) tools/gen_opus_fixtures.py
 	$(PYTHON) tools/gen_metric_fixtures.py
