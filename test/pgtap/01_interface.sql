@@ -33,7 +33,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions WHERE comment I
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
-                                 'drop_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
+                                 'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
@@ -44,7 +44,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
-                             'export_model', 'drop_model', 'set_model_languages') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
+                             'export_model', 'drop_model', 'quantize_model', 'set_model_languages') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
   'functions writing tokenizers and models (or files) are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict

@@ -21,7 +21,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(9);
+SELECT plan(10);
 
 -- the attacker: a role owning a schema of look-alikes, each of which logs
 -- that it ran and tries to make the attacker superuser
@@ -88,6 +88,8 @@ INSERT INTO got VALUES ('generate', public.generate('a', 'sp'));
 SET transformer.default_model = 'multi30k_de_en';
 INSERT INTO got VALUES ('translate(default)', public.translate('Ein Mann fährt Fahrrad.'));
 INSERT INTO got VALUES ('export_model', public.export_model('sp', :'exportdir'));
+INSERT INTO got VALUES ('quantize_model', public.quantize_model('sp', 'sp8'));
+INSERT INTO got VALUES ('translate(int8)', public.translate('SELECT attention FROM memory', 'sp8', 2));
 INSERT INTO got VALUES ('drop_model', public.drop_model('sp2'));
 INSERT INTO got VALUES ('self_attention', public.self_attention('{{1,2}}', '{{1,2}}', '{{3}}'));
 INSERT INTO got VALUES ('attention_weights', public.attention_weights('{{1,2}}', '{{1,2}}'));
@@ -99,8 +101,9 @@ RESET transformer.default_model;
 
 SELECT is((SELECT string_agg(DISTINCT what, ', ') FROM evil.ran), NULL, 'none of the attacker''s look-alikes ran');
 SELECT ok(NOT (SELECT rolsuper FROM pg_roles WHERE rolname = 'tf_evil'), 'the attacker did not become superuser');
-SELECT is((SELECT count(*)::int FROM got WHERE result IS NOT NULL), 24, 'every function gave a result under the hostile path');
+SELECT is((SELECT count(*)::int FROM got WHERE result IS NOT NULL), 26, 'every function gave a result under the hostile path');
 SELECT is((SELECT result FROM got WHERE what = 'translate'), translate('SELECT attention FROM memory', 'sp', 2), 'translate() under the hostile path = under a clean one');
+SELECT is((SELECT result FROM got WHERE what = 'translate(int8)'), translate('SELECT attention FROM memory', 'sp8', 2), 'quantize_model() under the hostile path = under a clean one');
 SELECT is((SELECT result FROM got WHERE what = 'tokenize'), tokenize('SELECT attention', 'sp_tok')::text, 'tokenize() under the hostile path = under a clean one');
 SELECT is((SELECT result FROM got WHERE what = 'translate(default)'), translate('Ein Mann fährt Fahrrad.', 'multi30k_de_en'), 'the bundled model under the hostile path = under a clean one');
 SELECT is((SELECT count(*)::int FROM transformer_models WHERE name = 'sp2'), 0, 'drop_model under the hostile path dropped the model');
