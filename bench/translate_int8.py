@@ -49,6 +49,8 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch-reps", type=int, default=2)
+    ap.add_argument("--only-batch", action="store_true", help="skip the per-sentence part")
     args = ap.parse_args()
     torch.set_num_threads(1)
     directory, params = bl.make_base_model("F32")
@@ -74,7 +76,7 @@ def main():
     tokens = {1: 0, 4: 0}
     agree_sent = agree_tok = all_tok = 0
     torch_agree = {1: 0, 4: 0}
-    for s in sents:
+    for s in ([] if args.only_batch else sents):
         src = tr.source_ids(s)
         for beam in (1, 4):
             t = {}
@@ -103,9 +105,11 @@ def main():
                     same += 1
                 agree_tok += same
                 all_tok += max(len(b), 1)
+    if args.only_batch:
+        sents = []
     print("transformer-base (%d parameters, random weights), %d sentences, medians of %d runs, "
           "1 thread, OPENBLAS_CORETYPE=%s" % (params, len(sents), args.reps, os.environ.get("OPENBLAS_CORETYPE")))
-    for beam in (1, 4):
+    for beam in (1, 4) if sents else ():
         n = len(sents)
         tt = totals[beam]
         print("  %-7s ms/sentence: SQL int8 %.1f, SQL fp32 %.1f, PyTorch fp32 %.1f, PyTorch int8 %.1f"
@@ -115,16 +119,17 @@ def main():
               "vs SQL fp32 %s" % (bl.fmt_ratio(ratios[beam]["torch32"]), bl.fmt_ratio(ratios[beam]["torch8"]),
                                   bl.fmt_ratio(ratios[beam]["sql32"])))
         print("          PyTorch fp32 ids = SQL fp32 ids: %d/%d" % (torch_agree[beam], n))
-    print("  greedy ids, int8 vs fp32 (SQL): %d/%d sentences identical; %.1f%% of the fp32 tokens "
-          "before the first difference" % (agree_sent, len(sents), 100.0 * agree_tok / all_tok))
+    if sents:
+        print("  greedy ids, int8 vs fp32 (SQL): %d/%d sentences identical; %.1f%% of the fp32 tokens "
+              "before the first difference" % (agree_sent, len(sents), 100.0 * agree_tok / all_tok))
 
     # the batch form at batch B, beam 4
     batch = bl.sentences("en", args.batch)
     arr = "ARRAY[%s]" % ",".join(bl.quote(s) for s in batch)
     sql_t = float(sess.query("SELECT pg_temp.bench_median(%s, %d);" % (
-        bl.quote("SELECT translate(%s, 'base_int8', 4)" % arr), max(1, args.reps - 1))))
+        bl.quote("SELECT translate(%s, 'base_int8', 4)" % arr), args.batch_reps)))
     srcs = [tr.source_ids(s) for s in batch]
-    torch_t, out = timed(lambda: fp.beam(srcs, 4), max(1, args.reps - 1))
+    torch_t, out = timed(lambda: fp.beam(srcs, 4), args.batch_reps)
     sess.close()
     print("  batch form, %d sentences, beam 4: SQL int8 %.2f s, PyTorch fp32 batched %.2f s: %.2fx (target >= 5x)"
           % (len(batch), sql_t, torch_t, torch_t / sql_t))
