@@ -17,7 +17,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(24);
+SELECT plan(26);
 SELECT import_model('shared', :'relu') \g /dev/null
 SELECT translate('SELECT attention FROM memory', 'shared', 2) AS good \gset
 
@@ -38,6 +38,7 @@ SELECT throws_ok($$SELECT load_tokenizer('r', decode('00', 'hex'))$$, '22023', N
 SELECT throws_ok(format('SELECT load_tokenizer(%L, decode(%L, %L), %L)', 'r', :'spm', 'base64', :'vocab'), '42501',
   'permission denied for table transformer_tokenizers', 'reader: load_tokenizer() needs INSERT on transformer_tokenizers');
 SELECT throws_ok($$SELECT drop_model('shared')$$, '42501', 'permission denied for table transformer_models', 'reader: drop_model() needs DELETE');
+SELECT throws_ok($$SELECT quantize_model('shared', 'shared8')$$, '42501', NULL, 'reader: quantize_model() needs the table privileges');
 SELECT throws_ok($$SELECT import_model('multi30k_de_en')$$, '42501', NULL, 'reader: a bundled import needs the table privileges');
 SELECT throws_ok(format('SELECT import_model(%L, %L)', 'r', :'swish'), '42501', 'permission denied to read server files', 'reader: import_model(dir) needs pg_read_server_files');
 SELECT throws_ok($$SELECT export_model('shared', '/tmp/transformer_tap_priv')$$, '42501', 'permission denied to write server files', 'reader: export_model() needs pg_write_server_files');
@@ -63,6 +64,7 @@ SELECT cmp_ok(load_model('client', convert_to(:'config', 'UTF8'), lo_get(:LASTOI
 SELECT is(translate('a', 'client', 2), translate('a', 'client', 2), 'loader: the loaded model translates');
 SELECT cmp_ok(import_model('multi30k_de_en'), '>', 0::bigint, 'loader: import_model(name) of a bundled model');
 SELECT throws_ok(format('SELECT import_model(%L, %L)', 'r', :'swish'), '42501', 'permission denied to read server files', 'loader: import_model(dir) still needs pg_read_server_files');
+SELECT is(quantize_model('client', 'client8'), 49385::bigint, 'loader: quantize_model()');
 SELECT is(drop_model('client'), true, 'loader: drop_model()');
 SELECT is(drop_tokenizer('client_tok'), true, 'loader: drop_tokenizer()');
 RESET ROLE;
