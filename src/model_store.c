@@ -465,7 +465,17 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	if (mat.dtype == TF_I8)
 	{
 		/* int8 rows and their scales, "<name>_scale" (d0) */
-		const float *scale = weight(wb, psprintf("%s_scale", name), true, d0, 0);
+		char	   *scale_name = psprintf("%s_scale", name);
+		int			idx;
+		const float *scale;
+
+		if (find_tensor(wb, scale_name, &idx) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("int8 matrix \"%s\" has no scales", name),
+					 errdetail("Its scales, one per row, are the F32 tensor \"%s\" of shape (%lld).",
+							   scale_name, (long long) d0)));
+		scale = weight(wb, scale_name, true, d0, 0);
 
 		if (d1 > TF_INT8_MAX_IN)
 			ereport(ERROR,
