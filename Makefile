@@ -32,7 +32,9 @@ OBJS = \
 	src/sql_document.o \
 	src/metrics.o \
 	src/sql_metrics.o \
-	src/sql_pictures.o
+	src/sql_pictures.o \
+	src/weight_file.o \
+	src/weight_cache.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.3.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql
@@ -64,7 +66,8 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c
+CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c \
+	src/weight_file.c src/model.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 

@@ -33,6 +33,7 @@
 #include "safetensors.h"
 #include "server_files.h"
 #include "translate.h"
+#include "weight_cache.h"
 
 #define MAX_MODEL_FILE ((Size) 4 * 1024 * 1024 * 1024 - 1)
 #define MAX_TEXT_FILE ((Size) 256 * 1024 * 1024)
@@ -289,7 +290,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	memset(&model, 0, sizeof(model));
 	ParseModelConfig(config, &model.cfg);
 	ParseGenerationConfig(generation, config, &model.cfg, &gen, CurrentMemoryContext);
-	BuildModelWeights(&model, tensors, ntensors, check);
+	BuildModelWeights(&model, tensors, ntensors, check, NULL);
 	MemoryContextDelete(check);
 	for (int i = 0; i < ntensors; i++)
 	{
@@ -317,6 +318,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 
 	RequireExtensionVersion020();
 	LockObjectName(EXT_LOCK_MODEL, name);
+	RemoveSharedWeights(name);
 	StoreTokenizer(src_name, src_spm, src_len, vocab);
 	StoreTokenizer(tgt_name, tgt_spm, tgt_len, vocab);
 
@@ -719,6 +721,7 @@ drop_model(PG_FUNCTION_ARGS)
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not drop model \"%s\"", name);
 	found = SPI_processed > 0;
+	RemoveSharedWeights(name);
 	for (int i = 0; i < 2; i++)
 	{
 		Datum		targs[1] = {CStringGetTextDatum(tok[i])};

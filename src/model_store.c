@@ -20,6 +20,7 @@
 #include "utils/numeric.h"
 
 #include "model_store.h"
+#include "weight_cache.h"
 
 /* Limits far beyond real checkpoints, so that sizes are checked early. */
 #define MAX_DIM 65536
@@ -568,7 +569,8 @@ positions(WeightBuilder *wb, const char *name)
 }
 
 Size
-BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt)
+BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+				  const char **arena)
 {
 	TfConfig   *c = &m->cfg;
 	int			d = c->d_model;
@@ -643,6 +645,8 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("model has the unexpected tensor \"%s\"", tensors[i].name),
 					 errdetail("The configuration (layers, final norms, positions) has no place for it.")));
+	if (arena)
+		*arena = wb.arena;
 	return wb.next;
 }
 
@@ -799,6 +803,9 @@ load_model(void *e, const char *name)
 	int			level;
 	MemoryContext caller = CurrentMemoryContext;
 	ErrorContextCallback errcb;
+	HeapTuple	row;
+	TupleDesc	desc;
+	uint64		fingerprint;
 
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
@@ -806,7 +813,8 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s FROM %s WHERE name = $1",
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, xmin::text || ' ' || ctid::text "
+					 "FROM %s WHERE name = $1",
 					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
 					 "NULL::jsonb, NULL::text, NULL::text",
 					 ExtensionTableName("transformer_models"));
@@ -817,8 +825,10 @@ load_model(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name),
 				 errhint("Load one with import_model().")));
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
 	for (int i = 0; i < 6; i++)
-		d[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+		d[i] = SPI_getbinval(row, desc, i + 1, &isnull[i]);
 	if (!isnull[4])
 		strlcpy(entry->source_lang, TextDatumGetCString(d[4]), sizeof(entry->source_lang));
 	if (!isnull[5])
@@ -831,8 +841,20 @@ load_model(void *e, const char *name)
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
 
-	n = ReadModelTensors(name, &tensors);
-	entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, entry->cxt);
+	/* the shared file of this version of the rows, or the tables */
+	fingerprint = ModelFingerprint(name, SPI_getvalue(row, desc, 7));
+	if (MapSharedWeights(entry, name, fingerprint))
+		entry->weight_bytes = entry->shared_file_bytes;
+	else
+	{
+		MemoryContext arena_cxt = AllocSetContextCreate(entry->cxt, "transformer weights",
+														ALLOCSET_DEFAULT_SIZES);
+		const char *arena;
+
+		n = ReadModelTensors(name, &tensors);
+		entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, arena_cxt, &arena);
+		ShareWeights(entry, name, fingerprint, arena, entry->weight_bytes, arena_cxt);
+	}
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);
 	error_context_stack = errcb.previous;

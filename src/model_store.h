@@ -62,6 +62,7 @@ typedef struct CachedModel
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];
 	Size		weight_bytes;	/* bytes of the weights as held */
+	Size		shared_file_bytes;	/* > 0: mapped from the shared file of this size */
 } CachedModel;
 
 /* The model called name, loaded once per backend; ERROR if none. */
@@ -88,9 +89,12 @@ extern void ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *cf
 /*
  * Point the weights of m at copies of the tensors (allocated in cxt):
  * matrices in their stored dtype, vectors in fp32,
- * checking every name and shape against the configuration.
+ * checking every name and shape against the configuration.  All of them
+ * lie in one arena, returned in *arena if arena is not NULL; the bytes
+ * used are returned.
  */
-extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt);
+extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+							  const char **arena);
 
 /*
  * The tensors of model `name` (in file order), checked as untrusted rows

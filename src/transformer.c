@@ -11,6 +11,7 @@
 #include "tensor_ops.h"
 #include "model_store.h"
 #include "tokenizer.h"
+#include "weight_cache.h"
 
 PG_MODULE_MAGIC;
 
@@ -66,6 +67,7 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	InitWeightCache();
 	MarkGUCPrefixReserved("transformer");
 
 	spm_interrupt_hook = check_interrupts;

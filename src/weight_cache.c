@@ -1,0 +1,401 @@
+/*
+ * weight_cache.c
+ *		One copy of a model's packed weights for every backend: a file under
+ *		the data directory, mapped read-only and shared, so the kernel's
+ *		page cache holds the weights once (as llama.cpp does with mmap).
+ *
+ * The tables stay the truth.  A file is named by the database, the model
+ * and a fingerprint of the model's rows (each row's xmin and ctid: any
+ * INSERT, UPDATE or DELETE of them changes it), and its header carries the
+ * build it was written by and a checksum (weight_file.c).  A backend that
+ * needs a model maps its file if it is there and checks out; otherwise it
+ * reads the tables as before, writes the file (a temporary file, renamed
+ * into place: two backends building at once leave one file, both usable),
+ * and maps that.  Any failure to write (a read-only or full disk) is a
+ * WARNING, and the backend keeps its own copy.
+ *
+ * The directory's name starts with pgsql_tmp, which pg_basebackup skips;
+ * nothing in it is WAL-logged, so a standby or an upgraded cluster builds
+ * its own files.
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "ext_tables.h"
+#include "model_store.h"
+#include "weight_cache.h"
+#include "weight_file.h"
+
+bool		transformer_shared_weights = true;
+char	   *transformer_weight_cache_dir = NULL;
+
+#define FILE_SUFFIX ".tfw"
+#define TEMP_PREFIX "tmp."
+
+void
+InitWeightCache(void)
+{
+	DefineCustomBoolVariable("transformer.shared_weights",
+							 "Shares each model's packed weights between backends through a mapped file.",
+							 "Off: each backend reads the model's tables into its own memory.",
+							 &transformer_shared_weights,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("transformer.weight_cache_dir",
+							   "Sets the directory of the shared weights files.",
+							   "A relative path is taken from the data directory.",
+							   &transformer_weight_cache_dir,
+							   "pgsql_tmp_transformer",
+							   PGC_SUSET,
+							   0,
+							   NULL, NULL, NULL);
+}
+
+/* the build tag: the library's version and the core's layout */
+static const char *
+build_tag(void)
+{
+	static char tag[64];
+
+	if (tag[0] == '\0')
+		snprintf(tag, sizeof(tag), "%s %s", TRANSFORMER_VERSION, tf_wfile_build_tag());
+	return tag;
+}
+
+/* "<database>_<model name in hex>_" */
+static char *
+file_prefix(Oid db, const char *model)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "%u_", db);
+	for (const unsigned char *c = (const unsigned char *) model; *c; c++)
+		appendStringInfo(&s, "%02x", *c);
+	appendStringInfoChar(&s, '_');
+	return s.data;
+}
+
+static char *
+file_path(const char *model, uint64 fingerprint)
+{
+	return psprintf("%s/%s%016llx%s", transformer_weight_cache_dir, file_prefix(MyDatabaseId, model),
+					(unsigned long long) fingerprint, FILE_SUFFIX);
+}
+
+uint64
+ModelFingerprint(const char *model, const char *model_row)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(model)};
+	uint64		h = tf_checksum64(model_row, strlen(model_row), 0x7472616e73ULL);
+
+	/* inside the caller's ExtSpiConnect() */
+	if (SPI_execute_with_args(psprintf("SELECT name, xmin::text, ctid::text FROM %s WHERE model = $1 "
+									   "ORDER BY name COLLATE pg_catalog.\"C\"",
+									   ExtensionTableName("transformer_tensors")),
+							  1, types, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read transformer_tensors");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		for (int c = 1; c <= 3; c++)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c);
+
+			if (v != NULL)
+				h = tf_checksum64(v, strlen(v) + 1, h);
+		}
+	return h ? h : 1;			/* 0 means none */
+}
+
+/* A mapping, released with the cache entry's memory. */
+typedef struct Mapping
+{
+	void	   *addr;
+	Size		len;
+} Mapping;
+
+static void
+unmap(void *arg)
+{
+	Mapping    *m = arg;
+
+	if (m->addr != NULL)
+		munmap(m->addr, m->len);
+	m->addr = NULL;
+}
+
+/*
+ * Map the file at path and point cm's weights into it; false (the file
+ * left for rebuilding, a LOG line saying why) if it is missing or does
+ * not check out.
+ */
+static bool
+map_file(CachedModel *cm, const char *path, uint64 fingerprint, bool verify)
+{
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	struct stat st;
+	void	   *addr;
+	const char *why;
+	Mapping    *mapping;
+	MemoryContextCallback *cb;
+	TfLayerWeights *enc,
+			   *dec;
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) != 0 || st.st_size < TF_WFILE_HEADER)
+	{
+		CloseTransientFile(fd);
+		elog(LOG, "shared weights file \"%s\" is too short; rebuilding it", path);
+		return false;
+	}
+	addr = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	CloseTransientFile(fd);
+	if (addr == MAP_FAILED)
+		return false;
+	enc = MemoryContextAllocZero(cm->cxt, sizeof(TfLayerWeights) * (cm->model.cfg.enc_layers + 1));
+	dec = MemoryContextAllocZero(cm->cxt, sizeof(TfLayerWeights) * (cm->model.cfg.dec_layers + 1));
+	why = tf_wfile_open(addr, (size_t) st.st_size, &cm->model, enc, dec, build_tag(), fingerprint, verify);
+	if (why != NULL)
+	{
+		munmap(addr, (size_t) st.st_size);
+		memset(&cm->model.w, 0, sizeof(cm->model.w));
+		elog(LOG, "shared weights file \"%s\" is not used: %s; rebuilding it", path, why);
+		return false;
+	}
+	mapping = MemoryContextAlloc(cm->cxt, sizeof(Mapping));
+	mapping->addr = addr;
+	mapping->len = (Size) st.st_size;
+	cb = MemoryContextAlloc(cm->cxt, sizeof(MemoryContextCallback));
+	cb->func = unmap;
+	cb->arg = mapping;
+	MemoryContextRegisterResetCallback(cm->cxt, cb);
+	cm->shared_file_bytes = (Size) st.st_size;
+	return true;
+}
+
+bool
+MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
+{
+	if (!transformer_shared_weights)
+		return false;
+	return map_file(cm, file_path(model, fingerprint), fingerprint, true);
+}
+
+/* Remove files of the model other than keep (NULL: all), and dead builders' temporary files. */
+static void
+remove_files(Oid db, const char *model, const char *keep)
+{
+	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
+	struct dirent *de;
+	char	   *prefix = model ? file_prefix(db, model) : NULL;
+
+	if (dir == NULL)
+		return;
+	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
+	{
+		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
+		int			pid;
+
+		if (prefix && strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
+			(keep == NULL || strcmp(path, keep) != 0))
+			unlink(path);
+		else if (sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && pid != MyProcPid &&
+				 kill(pid, 0) != 0 && errno == ESRCH)
+			unlink(path);
+		pfree(path);
+	}
+	FreeDir(dir);
+}
+
+void
+RemoveSharedWeights(const char *model)
+{
+	remove_files(MyDatabaseId, model, NULL);
+}
+
+static void
+cannot_share(const char *what, const char *path)
+{
+	ereport(WARNING,
+			(errcode_for_file_access(),
+			 errmsg("could not %s shared weights file \"%s\": %m", what, path),
+			 errdetail("This backend keeps its own copy of the weights."),
+			 errhint("Check the free space and permissions of \"%s\", or set transformer.shared_weights to off.",
+					 transformer_weight_cache_dir)));
+}
+
+void
+ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void *arena,
+			 Size arena_len, MemoryContext arena_cxt)
+{
+	static uint32 counter = 0;
+	char	   *path;
+	char	   *tmp;
+	size_t		len;
+	int			fd;
+	int			rc;
+	void	   *out;
+	const char *why;
+	TfModel		saved = cm->model;
+
+	if (!transformer_shared_weights)
+		return;
+	path = file_path(model, fingerprint);
+	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
+	len = tf_wfile_size(&cm->model, arena_len);
+
+	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
+	{
+		cannot_share("create the directory of", path);
+		return;
+	}
+	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
+	if (fd < 0)
+	{
+		cannot_share("create", tmp);
+		return;
+	}
+	/* blocks reserved before writing through a mapping: a full disk is an error here, not a SIGBUS */
+	rc = posix_fallocate(fd, 0, (off_t) len);
+	if (rc != 0)
+	{
+		errno = rc;
+		cannot_share("allocate", tmp);
+		CloseTransientFile(fd);
+		unlink(tmp);
+		return;
+	}
+	out = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CloseTransientFile(fd);
+	if (out == MAP_FAILED)
+	{
+		cannot_share("map", tmp);
+		unlink(tmp);
+		return;
+	}
+	why = tf_wfile_write(out, len, &cm->model, arena, arena_len, build_tag(), fingerprint);
+	munmap(out, len);
+	if (why != NULL)
+	{
+		unlink(tmp);
+		elog(WARNING, "could not write shared weights file \"%s\": %s", path, why);
+		return;
+	}
+	if (rename(tmp, path) != 0)
+	{
+		cannot_share("rename", tmp);
+		unlink(tmp);
+		return;
+	}
+	remove_files(MyDatabaseId, model, path);
+
+	/* from now on the shared copy; the private one goes */
+	if (!map_file(cm, path, fingerprint, false))
+	{
+		cm->model = saved;
+		return;
+	}
+	MemoryContextDelete(arena_cxt);
+}
+
+/* ------------------------------------------------------------- listing */
+
+PG_FUNCTION_INFO_V1(transformer_weight_files);
+Datum
+transformer_weight_files(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DIR		   *dir;
+	struct dirent *de;
+	int			level;
+
+	InitMaterializedSRF(fcinfo, 0);
+	dir = AllocateDir(transformer_weight_cache_dir);
+	if (dir == NULL)
+		return (Datum) 0;		/* no directory: no files */
+	level = ExtSpiConnect();
+	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
+		unsigned int db;
+		char		hex[2 * NAMEDATALEN + 1];
+		unsigned long long fp;
+		struct stat st;
+		const char *state;
+
+		CHECK_FOR_INTERRUPTS();
+		if (de->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		values[0] = CStringGetTextDatum(de->d_name);
+		values[3] = Int64GetDatum((int64) st.st_size);
+		nulls[1] = nulls[2] = true;
+		if (sscanf(de->d_name, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0)
+		{
+			char		name[NAMEDATALEN];
+			size_t		n = strlen(hex) / 2;
+
+			if (n >= NAMEDATALEN)
+				n = NAMEDATALEN - 1;
+			for (size_t i = 0; i < n; i++)
+			{
+				unsigned int b;
+
+				sscanf(hex + 2 * i, "%2x", &b);
+				name[i] = (char) b;
+			}
+			name[n] = '\0';
+			values[1] = ObjectIdGetDatum((Oid) db);
+			values[2] = CStringGetTextDatum(name);
+			nulls[1] = nulls[2] = false;
+			if (db != MyDatabaseId)
+				state = "other database";
+			else
+			{
+				Oid			types[1] = {TEXTOID};
+				Datum		args[1] = {CStringGetTextDatum(name)};
+
+				SPI_execute_with_args(psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
+											   ExtensionTableName("transformer_models")),
+									  1, types, args, NULL, true, 1);
+				if (SPI_processed == 0)
+					state = "orphan";
+				else
+				{
+					char	   *row = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+					state = ModelFingerprint(name, row) == (uint64) fp ? "current" : "stale";
+				}
+			}
+		}
+		else if (strncmp(de->d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
+			state = "being written";
+		else
+			state = "unknown";
+		values[4] = CStringGetTextDatum(state);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	FreeDir(dir);
+	ExtSpiFinish(level);
+	return (Datum) 0;
+}

@@ -1,0 +1,43 @@
+/*
+ * weight_cache.h
+ *		Packed weights shared between backends through mapped files
+ *		(weight_cache.c; the format is weight_file.c's).
+ */
+#ifndef WEIGHT_CACHE_H
+#define WEIGHT_CACHE_H
+
+#include "postgres.h"
+
+#include "model_store.h"
+
+/* the library's version, part of every file's build tag (transformer.control's default_version) */
+#define TRANSFORMER_VERSION "0.3.0"
+
+extern bool transformer_shared_weights;
+extern char *transformer_weight_cache_dir;
+
+/* Define the settings; from _PG_init. */
+extern void InitWeightCache(void);
+
+/*
+ * A fingerprint of the model's rows: model_row (the models row's xmin and
+ * ctid as text) and every tensor row's name, xmin and ctid.  Inside
+ * ExtSpiConnect().
+ */
+extern uint64 ModelFingerprint(const char *model, const char *model_row);
+
+/* Point cm's weights into the model's shared file if it exists and checks out. */
+extern bool MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint);
+
+/*
+ * Write cm's weights (in arena, arena_len bytes, allocated in arena_cxt)
+ * as the model's shared file and use that instead, deleting arena_cxt; on
+ * any failure a WARNING, and cm keeps its own copy.
+ */
+extern void ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint,
+						 const void *arena, Size arena_len, MemoryContext arena_cxt);
+
+/* Remove the model's files in this database (drop, re-import). */
+extern void RemoveSharedWeights(const char *model);
+
+#endif							/* WEIGHT_CACHE_H */
