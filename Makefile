@@ -86,6 +86,11 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
+# Shared weights files: builders at once, a full disk, pg_basebackup, a standby (needs a server)
+weight-cache:
+	test/weight_cache/run.sh
+.PHONY: weight-cache
+
 # Importers, droppers and translators at once (pgbench; needs a server)
 concurrency:
 	test/concurrency/run.sh 20
@@ -95,7 +100,7 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest installcheck prove concurrency browser
+test: unittest installcheck prove concurrency weight-cache browser
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)

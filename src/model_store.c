@@ -604,7 +604,8 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 	wb.ntensors = ntensors;
 	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
 	wb.arena_bytes = (Size) bytes;
-	wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE);
+	/* zeroed: the padding between weights goes into the shared file, which is then the same whoever builds it */
+	wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
 
 	/* token embeddings: shared, unless the checkpoint unties them */

@@ -338,7 +338,7 @@ tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 	WHeader    *h = out;
 	size_t		nfields = count_fields(m);
 	size_t		arena_off = align_up(TF_WFILE_HEADER + nfields * sizeof(WField));
-	Visit		v = {WRITE};
+	Visit		v = {.mode = WRITE};
 	TfModel		copy = *m;
 
 	if (len != arena_off + arena_len || strlen(build) >= sizeof(h->build))
@@ -385,7 +385,7 @@ tf_wfile_open(const void *file, size_t len, TfModel *m, TfLayerWeights *enc,
 	const WHeader *h = file;
 	int32_t		dims[8];
 	size_t		nfields = count_fields(m);
-	Visit		v = {OPEN};
+	Visit		v = {.mode = OPEN};
 
 	if (len < TF_WFILE_HEADER || memcmp(h->magic, WFILE_MAGIC, 8) != 0)
 		return "it is not a weights file";

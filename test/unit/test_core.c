@@ -17,6 +17,7 @@
 #include "attention.h"
 #include "online_softmax.h"
 #include "tensor_ops.h"
+#include "weight_file.h"
 
 #define TOL 1e-5f
 #define MAX_TENSORS 8
@@ -499,6 +500,165 @@ test_int8(void)
 	tf_int8_kernels(-1);
 }
 
+/* ------------------------------------------------ the shared weights file */
+
+static char *wf_arena;
+static size_t wf_used;
+
+static void *
+wf_take(size_t bytes)
+{
+	void	   *p = wf_arena + wf_used;
+
+	wf_used += (bytes + 63) & ~(size_t) 63;
+	return p;
+}
+
+static TfMatrix
+wf_matrix(size_t rows, size_t cols, TfDType dt)
+{
+	TfMatrix	m = {wf_take(tf_packed_size(rows, cols, dt)), dt};
+
+	return m;
+}
+
+static void
+wf_attn(TfAttnWeights *A, int d)
+{
+	A->q_w = wf_matrix(d, d, TF_I8);
+	A->q_b = wf_take(4 * d);
+	A->k_w = wf_matrix(d, d, TF_F16);
+	A->k_b = wf_take(4 * d);
+	A->v_w = wf_matrix(d, d, TF_F32);
+	A->v_b = wf_take(4 * d);
+	A->o_w = wf_matrix(d, d, TF_BF16);
+	A->o_b = wf_take(4 * d);
+	A->ln_g = wf_take(4 * d);
+	A->ln_b = wf_take(4 * d);
+}
+
+static void
+wf_check(const char *what, int ok)
+{
+	printf("%-4s weight file: %s\n", ok ? "ok" : "FAIL", what);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+/*
+ * The shared weights file: written and opened back, every weight at the
+ * same place in the arena (tied matrices still tied); truncated, flipped,
+ * of another fingerprint or build, or with an offset outside the arena
+ * (its checksum made right), it is refused.
+ */
+static void
+test_weight_file(void)
+{
+	TfModel		m,
+				back;
+	TfLayerWeights enc[1],
+				dec[2],
+				enc2[1],
+				dec2[2];
+	size_t		len;
+	char	   *file,
+			   *copy;
+	const char *why;
+	int			d = 8,
+				ffn = 16;
+
+	memset(&m, 0, sizeof(m));
+	memset(enc, 0, sizeof(enc));
+	memset(dec, 0, sizeof(dec));
+	m.cfg.vocab = 40;
+	m.cfg.d_model = d;
+	m.cfg.enc_layers = 1;
+	m.cfg.dec_layers = 2;
+	m.cfg.enc_ffn = m.cfg.dec_ffn = ffn;
+	m.cfg.max_pos = 10;
+	wf_arena = aligned_alloc(64, 1 << 20);
+	wf_used = 0;
+	for (int i = 0; i < 1 << 20; i++)
+		wf_arena[i] = (char) (i * 7 + 3);
+	m.w.enc_embed = wf_matrix(40, d, TF_F32);
+	m.w.dec_embed = m.w.lm_head = m.w.enc_embed;
+	m.w.logits_bias = NULL;
+	m.w.enc_pos = wf_take(4 * 10 * d);
+	m.w.dec_pos = m.w.enc_pos;
+	m.w.enc = enc;
+	m.w.dec = dec;
+	for (int l = 0; l < 1; l++)
+	{
+		wf_attn(&enc[l].self_attn, d);
+		enc[l].fc1_w = wf_matrix(ffn, d, TF_I8);
+		enc[l].fc1_b = wf_take(4 * ffn);
+		enc[l].fc2_w = wf_matrix(d, ffn, TF_F32);
+		enc[l].fc2_b = wf_take(4 * d);
+		enc[l].ln_g = wf_take(4 * d);
+		enc[l].ln_b = wf_take(4 * d);
+	}
+	for (int l = 0; l < 2; l++)
+	{
+		wf_attn(&dec[l].self_attn, d);
+		wf_attn(&dec[l].cross_attn, d);
+		dec[l].fc1_w = wf_matrix(ffn, d, TF_F16);
+		dec[l].fc1_b = wf_take(4 * ffn);
+		dec[l].fc2_w = wf_matrix(d, ffn, TF_I8);
+		dec[l].fc2_b = wf_take(4 * d);
+		dec[l].ln_g = wf_take(4 * d);
+		dec[l].ln_b = wf_take(4 * d);
+	}
+
+	len = tf_wfile_size(&m, wf_used);
+	file = aligned_alloc(4096, (len + 4095) & ~(size_t) 4095);
+	copy = aligned_alloc(4096, (len + 4095) & ~(size_t) 4095);
+	why = tf_wfile_write(file, len, &m, wf_arena, wf_used, "test build", 42);
+	wf_check("written", why == NULL);
+
+	back.cfg = m.cfg;
+	why = tf_wfile_open(file, len, &back, enc2, dec2, "test build", 42, 1);
+	{
+		const char *base = file + (len - wf_used);
+		int			same = why == NULL &&
+			(const char *) back.w.enc_embed.data - base == (const char *) m.w.enc_embed.data - wf_arena &&
+			back.w.lm_head.data == back.w.enc_embed.data && back.w.logits_bias == NULL &&
+			(const char *) dec2[1].cross_attn.o_b - base == (const char *) dec[1].cross_attn.o_b - wf_arena &&
+			dec2[1].fc2_w.dtype == TF_I8 && enc2[0].self_attn.o_w.dtype == TF_BF16 &&
+			memcmp(base, wf_arena, wf_used) == 0;
+
+		wf_check("opened back: every weight where it was, tied ones tied, dtypes kept", same);
+	}
+	wf_check("the fingerprint is read back", tf_wfile_fingerprint(file, len) == 42);
+	wf_check("truncated: refused", tf_wfile_open(file, len - 1, &back, enc2, dec2, "test build", 42, 1) != NULL);
+	wf_check("another fingerprint: refused", tf_wfile_open(file, len, &back, enc2, dec2, "test build", 43, 1) != NULL);
+	wf_check("another build: refused", tf_wfile_open(file, len, &back, enc2, dec2, "other build", 42, 1) != NULL);
+	memcpy(copy, file, len);
+	copy[len - 100] ^= 0x10;
+	why = tf_wfile_open(copy, len, &back, enc2, dec2, "test build", 42, 1);
+	wf_check("a flipped byte in the weights: refused by the checksum", why != NULL && strstr(why, "checksum") != NULL);
+	memcpy(copy, file, len);
+	copy[200] ^= 0x01;			/* in the header's build tag */
+	wf_check("a flipped byte in the header: refused", tf_wfile_open(copy, len, &back, enc2, dec2, "test build", 42, 1) != NULL);
+	memcpy(copy, file, len);
+	{
+		uint64_t	huge = (uint64_t) wf_used - 64;	/* the enc_embed offset: too close to the end */
+		uint64_t	sum;
+
+		memcpy(copy + TF_WFILE_HEADER, &huge, 8);
+		sum = tf_checksum64(copy + 24, len - 24, 0);	/* from the build tag on */
+		memcpy(copy + 16, &sum, 8);
+		why = tf_wfile_open(copy, len, &back, enc2, dec2, "test build", 42, 1);
+		wf_check("an offset past the arena, checksum made right: refused", why != NULL && strstr(why, "outside") != NULL);
+	}
+	m.cfg.vocab = 41;
+	wf_check("another configuration: refused", tf_wfile_open(file, len, &m, enc2, dec2, "test build", 42, 1) != NULL);
+	free(file);
+	free(copy);
+	free(wf_arena);
+}
+
 /* tf_matmul with few rows of a (this file's kernels, not sgemm), both layouts of b. */
 static void
 test_small_matmul(const char *kernels)
@@ -623,6 +783,7 @@ main(int argc, char **argv)
 	}
 	tf_gemm_kernels(-1);
 	test_int8();
+	test_weight_file();
 
 	if (ncases == 0)
 	{
