@@ -17,11 +17,11 @@ COMMENT ON FUNCTION quantize_model(text, text, text) IS
 'stores a copy of a model with its weight matrices (linear layers, embeddings, output layer) in int8, per output row with an fp32 scale; biases, norms and positions in fp32; returns the number of parameters';
 
 CREATE FUNCTION transformer_weight_files()
-RETURNS TABLE (file text, database oid, model text, bytes bigint, state text)
+RETURNS TABLE (file text, kind text, database oid, name text, bytes bigint, state text)
 AS 'MODULE_PATHNAME', 'transformer_weight_files'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION transformer_weight_files() IS
-'the shared weights files (transformer.weight_cache_dir): each file''s database, model, size and state (current, stale, orphan, other database, being written, unknown)';
+'the shared files of weights and tokenizers (transformer.weight_cache_dir): each file''s kind (weights or tokenizer), database, model or tokenizer name, size and state (current, stale, orphan, other database, being written, unknown)';
 
 REVOKE ALL ON FUNCTION transformer_weight_files() FROM PUBLIC;

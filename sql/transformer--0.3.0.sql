@@ -532,11 +532,11 @@ COMMENT ON FUNCTION attention_svg(text, text, text, integer, integer) IS
 'a picture (SVG) of one layer of attention_map(): stack cross (default), encoder or decoder; the last layer and the mean of the heads unless given';
 
 CREATE FUNCTION transformer_weight_files()
-RETURNS TABLE (file text, database oid, model text, bytes bigint, state text)
+RETURNS TABLE (file text, kind text, database oid, name text, bytes bigint, state text)
 AS 'MODULE_PATHNAME', 'transformer_weight_files'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION transformer_weight_files() IS
-'the shared weights files (transformer.weight_cache_dir): each file''s database, model, size and state (current, stale, orphan, other database, being written, unknown)';
+'the shared files of weights and tokenizers (transformer.weight_cache_dir): each file''s kind (weights or tokenizer), database, model or tokenizer name, size and state (current, stale, orphan, other database, being written, unknown)';
 
 REVOKE ALL ON FUNCTION transformer_weight_files() FROM PUBLIC;

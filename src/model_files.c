@@ -730,6 +730,7 @@ drop_model(PG_FUNCTION_ARGS)
 										   ExtensionTableName("transformer_tokenizers")),
 								  1, types, targs, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not drop tokenizer \"%s\"", tok[i]);
+		RemoveSharedTokenizer(tok[i]);
 	}
 	ExtSpiFinish(level);
 	PG_RETURN_BOOL(found);

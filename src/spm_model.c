@@ -12,6 +12,7 @@ void		(*spm_interrupt_hook) (void) = NULL;
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- maps */
@@ -342,11 +343,63 @@ piece_to_byte(const char *s, uint32_t len)
 	return (int) ((hi - hex) * 16 + (lo - hex));
 }
 
+static int
+piece_cmp(const void *pa, const void *pb)
+{
+	const SpmPiece *a = *(const SpmPiece *const *) pa;
+	const SpmPiece *b = *(const SpmPiece *const *) pb;
+	int			c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+
+	return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/*
+ * The number of distinct non-empty prefixes of the pieces that pass keep,
+ * exactly: sorted, each piece adds its length less what it shares with
+ * the one before.  It sizes the prefix map (the sum of the lengths would
+ * be three to four times too large for real vocabularies, and the map is
+ * most of a tokenizer's memory).
+ */
+static size_t
+distinct_prefixes(Loader *L, const SpmModel *m, bool (*keep) (const SpmPiece *))
+{
+	const SpmPiece **sorted = L->a->alloc(L->a->ctx, sizeof(SpmPiece *) * (size_t) (m->npieces + 1));
+	size_t		n = 0,
+				total = 0;
+
+	for (int i = 0; i < m->npieces; i++)
+		if (keep(&m->pieces[i]))
+			sorted[n++] = &m->pieces[i];
+	qsort(sorted, n, sizeof(SpmPiece *), piece_cmp);
+	for (size_t i = 0; i < n; i++)
+	{
+		uint32_t	common = 0;
+
+		if (i > 0)
+			while (common < sorted[i]->len && common < sorted[i - 1]->len &&
+				   sorted[i]->str[common] == sorted[i - 1]->str[common])
+				common++;
+		total += sorted[i]->len - common;
+	}
+	return total;
+}
+
+static bool
+in_normal_map(const SpmPiece *p)
+{
+	return !(p->type == SPM_UNKNOWN || p->type == SPM_CONTROL || p->type == SPM_BYTE);
+}
+
+static bool
+in_user_map(const SpmPiece *p)
+{
+	return p->type == SPM_USER_DEFINED;
+}
+
 static bool
 build_maps(Loader *L, SpmModel *m)
 {
-	size_t		prefix_bound = 0,
-				user_bound = 0,
+	size_t		user_bound = 0,
 				count = 0,
 				ucount = 0;
 	int			nreserved = 0,
@@ -361,17 +414,15 @@ build_maps(Loader *L, SpmModel *m)
 			return fail(L, "piece %d is empty", i);
 		if (p->type == SPM_UNKNOWN || p->type == SPM_CONTROL || p->type == SPM_BYTE)
 			nreserved++;
-		else
-			prefix_bound += p->len;
 		if (p->type == SPM_USER_DEFINED)
 			user_bound += p->len;
 	}
 
-	map_init(&m->normal, prefix_bound, L->a);
+	map_init(&m->normal, distinct_prefixes(L, m, in_normal_map), L->a);
 	map_init(&m->reserved, (size_t) nreserved, L->a);
 	if (user_bound > 0)
 	{
-		map_init(&m->user_defined, user_bound, L->a);
+		map_init(&m->user_defined, distinct_prefixes(L, m, in_user_map), L->a);
 		m->has_user_defined = true;
 	}
 
@@ -480,7 +531,8 @@ spm_load(const void *data, size_t len, const SpmAlloc *a, char *err, size_t errl
 	m = a->alloc(a->ctx, sizeof(SpmModel));
 	m->pieces = a->alloc(a->ctx, sizeof(SpmPiece) * (size_t) npieces);
 	m->model_type = SPM_UNIGRAM;
-	m->unk_surface = " \xE2\x81\x87 ";
+	/* a copy: a tokenizer's memory may be mapped by another process (weight_cache.c) */
+	m->unk_surface = copy_bytes(&L, (const uint8_t *) " \xE2\x81\x87 ", 5);
 	m->unk_surface_len = 5;
 	normalizer_defaults(&m->normalizer);
 	normalizer_defaults(&m->denormalizer);

@@ -17,6 +17,7 @@
 
 #include "server_files.h"
 #include "tokenizer.h"
+#include "weight_cache.h"
 
 #define MAX_TOKENIZER_FILE ((Size) 256 * 1024 * 1024)
 
@@ -98,6 +99,7 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 					 "vocab = EXCLUDED.vocab, created = now()",
 					 ExtensionTableName("transformer_tokenizers"));
 	LockObjectName(EXT_LOCK_TOKENIZER, name);
+	RemoveSharedTokenizer(name);
 	level = ExtSpiConnect();
 	if (SPI_execute_with_args(query, 3, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store tokenizer \"%s\"", name);
@@ -166,6 +168,7 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 	query = psprintf("DELETE FROM %s WHERE name = $1",
 					 ExtensionTableName("transformer_tokenizers"));
 	LockObjectName(EXT_LOCK_TOKENIZER, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	RemoveSharedTokenizer(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	level = ExtSpiConnect();
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not drop tokenizer");

@@ -17,6 +17,7 @@
 
 #include "backend_cache.h"
 #include "tokenizer.h"
+#include "weight_cache.h"
 
 /* Model ids above this are refused: real vocabularies have ~10^5. */
 #define MAX_VOCAB_ID 10000000
@@ -78,9 +79,8 @@ vocab_id(JsonbValue *v, const char *key, int keylen)
 }
 
 static void
-build_vocab(Tokenizer *t, Jsonb *vocab)
+build_vocab(Tokenizer *t, const SpmAlloc *a, Jsonb *vocab)
 {
-	SpmAlloc	a = PgAllocator(t->cxt);
 	SpmModel   *m = t->model;
 	int			n = JB_ROOT_COUNT(vocab);
 	const char **keys;
@@ -98,9 +98,9 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the vocabulary must be a JSON object mapping pieces to ids")));
 
-	keys = MemoryContextAllocZero(t->cxt, sizeof(char *) * (n + 1));
-	lens = MemoryContextAllocZero(t->cxt, sizeof(uint32) * (n + 1));
-	ids = MemoryContextAllocZero(t->cxt, sizeof(int32) * (n + 1));
+	keys = a->alloc(a->ctx, sizeof(char *) * (n + 1));
+	lens = a->alloc(a->ctx, sizeof(uint32) * (n + 1));
+	ids = a->alloc(a->ctx, sizeof(int32) * (n + 1));
 	t->nmodel = 0;
 
 	it = JsonbIteratorInit(&vocab->root);
@@ -114,7 +114,7 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 				CHECK_FOR_INTERRUPTS();
 			if (count >= n)
 				elog(ERROR, "vocabulary has more keys than it says");
-			key = MemoryContextAlloc(t->cxt, v.val.string.len + 1);
+			key = a->alloc(a->ctx, v.val.string.len + 1);
 			memcpy(key, v.val.string.val, v.val.string.len);
 			key[v.val.string.len] = '\0';
 			keys[count] = key;
@@ -129,12 +129,12 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 		}
 	}
 
-	if (!spm_map_build(&t->vocab, count, keys, lens, ids, &a, &dup))
+	if (!spm_map_build(&t->vocab, count, keys, lens, ids, a, &dup))
 		elog(ERROR, "vocabulary repeats the piece \"%s\"", keys[dup]);
 
 	/* the inverse: model id -> piece */
-	t->model_piece = MemoryContextAllocZero(t->cxt, sizeof(char *) * (t->nmodel + 1));
-	t->model_piece_len = MemoryContextAllocZero(t->cxt, sizeof(uint32) * (t->nmodel + 1));
+	t->model_piece = a->alloc(a->ctx, sizeof(char *) * (t->nmodel + 1));
+	t->model_piece_len = a->alloc(a->ctx, sizeof(uint32) * (t->nmodel + 1));
 	for (int i = 0; i < count; i++)
 	{
 		if (t->model_piece[ids[i]] != NULL)
@@ -153,7 +153,7 @@ build_vocab(Tokenizer *t, Jsonb *vocab)
 				 errmsg("the vocabulary has no entry for the unknown piece \"%s\"", unk->str)));
 
 	/* as Marian's tokenizer: pieces outside the vocabulary are unknown */
-	t->spm_to_model = MemoryContextAllocZero(t->cxt, sizeof(int32) * m->npieces);
+	t->spm_to_model = a->alloc(a->ctx, sizeof(int32) * m->npieces);
 	for (int i = 0; i < m->npieces; i++)
 	{
 		int32		id = spm_map_get(&t->vocab, m->pieces[i].str, m->pieces[i].len);
@@ -169,9 +169,16 @@ void
 BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab)
 {
 	SpmAlloc	a = PgAllocator(t->cxt);
+
+	BuildTokenizerWith(t, &a, model, model_len, vocab);
+}
+
+void
+BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len, Jsonb *vocab)
+{
 	char		err[256];
 
-	t->model = spm_load(model, model_len, &a, err, sizeof(err));
+	t->model = spm_load(model, model_len, a, err, sizeof(err));
 	if (t->model == NULL)
 	{
 		/* the core's messages are lower-case phrases; a detail is a sentence */
@@ -183,7 +190,7 @@ BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab)
 	}
 	t->has_vocab = false;
 	if (vocab != NULL)
-		build_vocab(t, vocab);
+		build_vocab(t, a, vocab);
 }
 
 int32
@@ -256,7 +263,7 @@ load_tokenizer(void *e, const char *name)
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	query = psprintf("SELECT model, vocab FROM %s WHERE name = $1",
+	query = psprintf("SELECT model, vocab, xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
 					 ExtensionTableName("transformer_tokenizers"));
 	args[0] = CStringGetTextDatum(name);
 
@@ -292,8 +299,15 @@ load_tokenizer(void *e, const char *name)
 	}
 	else
 	{
-		MemoryContextSwitchTo(entry->cxt);
-		BuildTokenizer(entry, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
+		/* the shared file of this version of the row, or built (and shared) */
+		uint64		fingerprint = TokenizerFingerprint(name, SPI_getvalue(SPI_tuptable->vals[0],
+																		  SPI_tuptable->tupdesc, 3));
+
+		if (!MapSharedTokenizer(entry, name, fingerprint))
+		{
+			MemoryContextSwitchTo(entry->cxt);
+			LoadTokenizerShared(entry, name, fingerprint, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
+		}
 	}
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);

@@ -36,6 +36,14 @@ extern Tokenizer *GetTokenizer(const char *name);
  */
 extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab);
 
+/*
+ * The same with every allocation the tokenizer keeps made by a (and
+ * nothing it keeps pointing outside them): the shared tokenizer files
+ * build into a mapped file this way.
+ */
+extern void BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len,
+							   Jsonb *vocab);
+
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
 extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
 

@@ -47,6 +47,7 @@ char	   *transformer_weight_cache_dir = NULL;
 
 #define FILE_SUFFIX ".tfw"
 #define TEMP_PREFIX "tmp."
+#define TOK_PREFIX "tok_"
 
 void
 InitWeightCache(void)
@@ -200,13 +201,12 @@ MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
 	return map_file(cm, file_path(model, fingerprint), fingerprint, true);
 }
 
-/* Remove files of the model other than keep (NULL: all), and dead builders' temporary files. */
+/* Remove the files whose names start with prefix, but keep (a path, or NULL); and dead builders' temporary files. */
 static void
-remove_files(Oid db, const char *model, const char *keep)
+remove_prefixed(const char *prefix, const char *keep)
 {
 	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
 	struct dirent *de;
-	char	   *prefix = model ? file_prefix(db, model) : NULL;
 
 	if (dir == NULL)
 		return;
@@ -215,7 +215,7 @@ remove_files(Oid db, const char *model, const char *keep)
 		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
 		int			pid;
 
-		if (prefix && strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
 			(keep == NULL || strcmp(path, keep) != 0))
 			unlink(path);
 		else if (sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && pid != MyProcPid &&
@@ -229,7 +229,7 @@ remove_files(Oid db, const char *model, const char *keep)
 void
 RemoveSharedWeights(const char *model)
 {
-	remove_files(MyDatabaseId, model, NULL);
+	remove_prefixed(file_prefix(MyDatabaseId, model), NULL);
 }
 
 static void
@@ -306,7 +306,7 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 		unlink(tmp);
 		return;
 	}
-	remove_files(MyDatabaseId, model, path);
+	remove_prefixed(file_prefix(MyDatabaseId, model), path);
 
 	/* from now on the shared copy; the private one goes */
 	if (!map_file(cm, path, fingerprint, false))
@@ -335,9 +335,11 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 	level = ExtSpiConnect();
 	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
 	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, true, true, false, false};
 		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
+		bool		tok = strncmp(de->d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
+		const char *rest = de->d_name + (tok ? strlen(TOK_PREFIX) : 0);
 		unsigned int db;
 		char		hex[2 * NAMEDATALEN + 1];
 		unsigned long long fp;
@@ -348,9 +350,9 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 		if (de->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
 		values[0] = CStringGetTextDatum(de->d_name);
-		values[3] = Int64GetDatum((int64) st.st_size);
-		nulls[1] = nulls[2] = true;
-		if (sscanf(de->d_name, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0)
+		values[1] = CStringGetTextDatum(tok ? "tokenizer" : "weights");
+		values[4] = Int64GetDatum((int64) st.st_size);
+		if (sscanf(rest, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0)
 		{
 			char		name[NAMEDATALEN];
 			size_t		n = strlen(hex) / 2;
@@ -365,9 +367,9 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 				name[i] = (char) b;
 			}
 			name[n] = '\0';
-			values[1] = ObjectIdGetDatum((Oid) db);
-			values[2] = CStringGetTextDatum(name);
-			nulls[1] = nulls[2] = false;
+			values[2] = ObjectIdGetDatum((Oid) db);
+			values[3] = CStringGetTextDatum(name);
+			nulls[2] = nulls[3] = false;
 			if (db != MyDatabaseId)
 				state = "other database";
 			else
@@ -376,15 +378,16 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 				Datum		args[1] = {CStringGetTextDatum(name)};
 
 				SPI_execute_with_args(psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
-											   ExtensionTableName("transformer_models")),
+											   ExtensionTableName(tok ? "transformer_tokenizers" : "transformer_models")),
 									  1, types, args, NULL, true, 1);
 				if (SPI_processed == 0)
 					state = "orphan";
 				else
 				{
 					char	   *row = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+					uint64		now = tok ? TokenizerFingerprint(name, row) : ModelFingerprint(name, row);
 
-					state = ModelFingerprint(name, row) == (uint64) fp ? "current" : "stale";
+					state = now == (uint64) fp ? "current" : "stale";
 				}
 			}
 		}
@@ -392,10 +395,304 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 			state = "being written";
 		else
 			state = "unknown";
-		values[4] = CStringGetTextDatum(state);
+		values[5] = CStringGetTextDatum(state);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	FreeDir(dir);
 	ExtSpiFinish(level);
 	return (Datum) 0;
+}
+
+/* ---------------------------------------------------------- tokenizers */
+
+/*
+ * A tokenizer is a web of pointers (pieces, prefix maps, the vocabulary),
+ * so its file is built in place at a fixed address: the builder maps the
+ * new file there and builds the tokenizer into it with a bump allocator;
+ * every backend maps the file at the same address (MAP_FIXED_NOREPLACE,
+ * which never replaces a mapping) and uses it as is.  The address is a
+ * slot chosen by the fingerprint in a region processes leave free; a slot
+ * already taken in a backend means that backend builds its own copy.
+ */
+#define TOK_REGION ((uintptr_t) 0x600000000000ULL)
+#define TOK_SLOT ((size_t) 256 * 1024 * 1024)
+#define TOK_SLOTS 1024
+#define TOK_HEADER 4096
+#define TOK_MAGIC "TFTOKENS"
+
+typedef struct TokHeader
+{
+	char		magic[8];
+	uint32		version;
+	uint32		endian;
+	uint64		checksum;		/* of every byte from build on */
+	char		build[64];
+	uint64		fingerprint;
+	uint64		address;
+	uint64		file_len;
+	uint64		root;			/* offset of the TokImage */
+} TokHeader;
+
+/* the Tokenizer's fields that point into the image */
+typedef struct TokImage
+{
+	SpmModel   *model;
+	bool		has_vocab;
+	SpmMap		vocab;
+	int32	   *spm_to_model;
+	int32		vocab_unk;
+	int32		nmodel;
+	const char **model_piece;
+	uint32	   *model_piece_len;
+} TokImage;
+
+static void *
+tok_address(uint64 fingerprint)
+{
+	return (void *) (TOK_REGION + (uintptr_t) (fingerprint % TOK_SLOTS) * TOK_SLOT);
+}
+
+static char *
+tok_path(const char *name, uint64 fingerprint)
+{
+	return psprintf("%s/" TOK_PREFIX "%s%016llx%s", transformer_weight_cache_dir,
+					file_prefix(MyDatabaseId, name), (unsigned long long) fingerprint, FILE_SUFFIX);
+}
+
+/* MAP_FIXED_NOREPLACE at addr, or NULL (older kernels take it as a hint: checked) */
+static void *
+map_at(void *addr, size_t len, int prot, int fd)
+{
+	void	   *p = mmap(addr, len, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	if (p != addr)
+	{
+		munmap(p, len);
+		return NULL;
+	}
+	return p;
+}
+
+static void
+use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
+{
+	Mapping    *mapping = MemoryContextAlloc(t->cxt, sizeof(Mapping));
+	MemoryContextCallback *cb = MemoryContextAlloc(t->cxt, sizeof(MemoryContextCallback));
+
+	t->model = img->model;
+	t->has_vocab = img->has_vocab;
+	t->vocab = img->vocab;
+	t->spm_to_model = img->spm_to_model;
+	t->vocab_unk = img->vocab_unk;
+	t->nmodel = img->nmodel;
+	t->model_piece = img->model_piece;
+	t->model_piece_len = img->model_piece_len;
+	mapping->addr = addr;
+	mapping->len = len;
+	cb->func = unmap;
+	cb->arg = mapping;
+	MemoryContextRegisterResetCallback(t->cxt, cb);
+}
+
+uint64
+TokenizerFingerprint(const char *name, const char *row)
+{
+	uint64		h = tf_checksum64(name, strlen(name) + 1, 0x746f6bULL);
+
+	h = tf_checksum64(row, strlen(row), h);
+	return h ? h : 1;
+}
+
+bool
+MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
+{
+	char	   *path;
+	int			fd;
+	TokHeader	h;
+	struct stat st;
+	void	   *addr;
+
+	if (!transformer_shared_weights)
+		return false;
+	path = tok_path(name, fingerprint);
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
+		memcmp(h.magic, TOK_MAGIC, 8) != 0 || h.version != 1 || h.endian != 0x01020304u ||
+		strncmp(h.build, build_tag(), sizeof(h.build)) != 0 || h.fingerprint != fingerprint ||
+		h.address != (uint64) (uintptr_t) tok_address(fingerprint) || h.file_len != (uint64) st.st_size ||
+		h.file_len > TOK_SLOT || h.root < TOK_HEADER || h.root > h.file_len - sizeof(TokImage))
+	{
+		CloseTransientFile(fd);
+		elog(LOG, "shared tokenizer file \"%s\" is not of this build and version, or is damaged; rebuilding it", path);
+		return false;
+	}
+	addr = map_at(tok_address(fingerprint), (size_t) st.st_size, PROT_READ, fd);
+	CloseTransientFile(fd);
+	if (addr == NULL)
+		return false;			/* the slot is taken in this backend */
+	if (tf_checksum64((char *) addr + offsetof(TokHeader, build), (size_t) st.st_size - offsetof(TokHeader, build), 0) !=
+		((TokHeader *) addr)->checksum)
+	{
+		munmap(addr, (size_t) st.st_size);
+		elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; rebuilding it", path);
+		return false;
+	}
+	use_image(t, (const TokImage *) ((char *) addr + h.root), addr, (size_t) st.st_size);
+	return true;
+}
+
+/* bump allocation in the file being built; zeroed (a new file is zeros) */
+typedef struct Bump
+{
+	char	   *base;
+	size_t		cap;
+	size_t		used;
+} Bump;
+
+static void *
+bump_alloc(void *ctx, size_t size)
+{
+	Bump	   *b = ctx;
+	size_t		at = TYPEALIGN(16, b->used);
+
+	if (size > b->cap || at > b->cap - size)
+		elog(ERROR, "shared tokenizer image overflow");
+	b->used = at + size;
+	return b->base + at;
+}
+
+/* counting, for the size of the image */
+typedef struct Counting
+{
+	MemoryContext cxt;
+	size_t		used;
+} Counting;
+
+static void *
+counting_alloc(void *ctx, size_t size)
+{
+	Counting   *c = ctx;
+
+	if (size > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the tokenizer would need a buffer of %zu bytes", size),
+				 errdetail("The limit is %zu bytes.", (size_t) MaxAllocSize)));
+	c->used = TYPEALIGN(16, c->used) + size;
+	return MemoryContextAllocZero(c->cxt, size);
+}
+
+void
+LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
+					const char *model, Size model_len, Jsonb *vocab)
+{
+	static uint32 counter = 0;
+	MemoryContext priv = AllocSetContextCreate(t->cxt, "transformer tokenizer", ALLOCSET_DEFAULT_SIZES);
+	Counting	counting = {priv, 0};
+	SpmAlloc	a = {counting_alloc, &counting};
+	char	   *path,
+			   *tmp;
+	size_t		len;
+	int			fd,
+				rc;
+	void	   *addr;
+	Bump		bump;
+	SpmAlloc	ba = {bump_alloc, &bump};
+	Tokenizer	built;
+	TokImage   *img;
+	TokHeader  *h;
+
+	/* this backend's own, and the measure of the image */
+	BuildTokenizerWith(t, &a, model, model_len, vocab);
+	if (!transformer_shared_weights)
+		return;
+	path = tok_path(name, fingerprint);
+	tmp = psprintf("%s/" TEMP_PREFIX "%d.t%u", transformer_weight_cache_dir, MyProcPid, counter++);
+	len = TOK_HEADER + TYPEALIGN(16, sizeof(TokImage)) + counting.used + counting.used / 8 + 65536;
+	len = TYPEALIGN(4096, len);
+	if (len > TOK_SLOT)
+		return;
+	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
+	{
+		cannot_share("create the directory of", path);
+		return;
+	}
+	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
+	if (fd < 0)
+	{
+		cannot_share("create", tmp);
+		return;
+	}
+	rc = posix_fallocate(fd, 0, (off_t) len);
+	if (rc != 0)
+	{
+		errno = rc;
+		cannot_share("allocate", tmp);
+		CloseTransientFile(fd);
+		unlink(tmp);
+		return;
+	}
+	addr = map_at(tok_address(fingerprint), len, PROT_READ | PROT_WRITE, fd);
+	CloseTransientFile(fd);
+	if (addr == NULL)
+	{
+		unlink(tmp);
+		return;					/* the slot is taken in this backend: keep our own */
+	}
+
+	/* the same build again, into the file */
+	bump.base = (char *) addr + TOK_HEADER;
+	bump.cap = len - TOK_HEADER;
+	bump.used = 0;
+	memset(&built, 0, sizeof(built));
+	PG_TRY();
+	{
+		img = bump_alloc(&bump, sizeof(TokImage));
+		BuildTokenizerWith(&built, &ba, model, model_len, vocab);
+	}
+	PG_CATCH();
+	{
+		munmap(addr, len);
+		unlink(tmp);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	img->model = built.model;
+	img->has_vocab = built.has_vocab;
+	img->vocab = built.vocab;
+	img->spm_to_model = built.spm_to_model;
+	img->vocab_unk = built.vocab_unk;
+	img->nmodel = built.nmodel;
+	img->model_piece = built.model_piece;
+	img->model_piece_len = built.model_piece_len;
+	h = addr;
+	memcpy(h->magic, TOK_MAGIC, 8);
+	h->version = 1;
+	h->endian = 0x01020304u;
+	strlcpy(h->build, build_tag(), sizeof(h->build));
+	h->fingerprint = fingerprint;
+	h->address = (uint64) (uintptr_t) addr;
+	h->file_len = len;
+	h->root = (uint64) ((char *) img - (char *) addr);
+	h->checksum = tf_checksum64((char *) addr + offsetof(TokHeader, build), len - offsetof(TokHeader, build), 0);
+	if (mprotect(addr, len, PROT_READ) != 0 || rename(tmp, path) != 0)
+	{
+		cannot_share("rename", tmp);
+		munmap(addr, len);
+		unlink(tmp);
+		return;
+	}
+	remove_prefixed(psprintf(TOK_PREFIX "%s", file_prefix(MyDatabaseId, name)), path);
+	use_image(t, img, addr, len);
+	MemoryContextDelete(priv);
+}
+
+void
+RemoveSharedTokenizer(const char *name)
+{
+	remove_prefixed(psprintf(TOK_PREFIX "%s", file_prefix(MyDatabaseId, name)), NULL);
 }

@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "model_store.h"
+#include "tokenizer.h"
 
 /* the library's version, part of every file's build tag (transformer.control's default_version) */
 #define TRANSFORMER_VERSION "0.3.0"
@@ -39,5 +40,17 @@ extern void ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint,
 
 /* Remove the model's files in this database (drop, re-import). */
 extern void RemoveSharedWeights(const char *model);
+
+/* Tokenizers, shared the same way (in place, at a fixed address). */
+extern uint64 TokenizerFingerprint(const char *name, const char *row);
+extern bool MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint);
+
+/*
+ * Build t (its memory in t->cxt) and, sharing on, write its file and use
+ * that instead; on any failure to write, a WARNING and t's own copy.
+ */
+extern void LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
+								const char *model, Size model_len, Jsonb *vocab);
+extern void RemoveSharedTokenizer(const char *name);
 
 #endif							/* WEIGHT_CACHE_H */
