@@ -34,7 +34,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
                                  'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                                 'set_model_languages', 'attention_map', 'align', 'attention_svg')
+                                 'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
