@@ -22,6 +22,6 @@ AS 'MODULE_PATHNAME', 'transformer_weight_files'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION transformer_weight_files() IS
-'the shared files of weights and tokenizers (transformer.weight_cache_dir): each file''s kind (weights or tokenizer), database, model or tokenizer name, size and state (current, stale, orphan, other database, being written, unknown)';
+'the shared files of weights and tokenizers (transformer.weight_cache_dir): each file''s kind (weights or tokenizer), database, model or tokenizer name, size and state (current, stale, orphan, other database, dropped database, being written, unknown)';
 
 REVOKE ALL ON FUNCTION transformer_weight_files() FROM PUBLIC;

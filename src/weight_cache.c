@@ -49,6 +49,8 @@ char	   *transformer_weight_cache_dir = NULL;
 #define TEMP_PREFIX "tmp."
 #define TOK_PREFIX "tok_"
 
+static void sweep_orphans(void);
+
 void
 InitWeightCache(void)
 {
@@ -307,6 +309,7 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 		return;
 	}
 	remove_prefixed(file_prefix(MyDatabaseId, model), path);
+	sweep_orphans();
 
 	/* from now on the shared copy; the private one goes */
 	if (!map_file(cm, path, fingerprint, false))
@@ -318,6 +321,103 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 }
 
 /* ------------------------------------------------------------- listing */
+
+/*
+ * What a file of the directory is: its kind, database and name, and its
+ * state against the rows now visible.  Inside ExtSpiConnect().
+ */
+typedef struct FileInfo
+{
+	bool		parsed;
+	bool		tok;
+	Oid			db;
+	char		name[NAMEDATALEN];
+	const char *state;
+} FileInfo;
+
+static FileInfo
+file_info(const char *d_name)
+{
+	FileInfo	fi;
+	const char *rest;
+	unsigned int db;
+	char		hex[2 * NAMEDATALEN + 1];
+	unsigned long long fp;
+
+	memset(&fi, 0, sizeof(fi));
+	fi.tok = strncmp(d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
+	rest = d_name + (fi.tok ? strlen(TOK_PREFIX) : 0);
+	fi.state = "unknown";
+	if (strncmp(d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
+		fi.state = "being written";
+	else if (sscanf(rest, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0 &&
+			 strlen(hex) / 2 < NAMEDATALEN)
+	{
+		size_t		n = strlen(hex) / 2;
+		Oid			types[1] = {TEXTOID};
+		Datum		args[1];
+
+		for (size_t i = 0; i < n; i++)
+		{
+			unsigned int b;
+
+			sscanf(hex + 2 * i, "%2x", &b);
+			fi.name[i] = (char) b;
+		}
+		fi.name[n] = '\0';
+		fi.db = (Oid) db;
+		fi.parsed = true;
+		if (fi.db != MyDatabaseId)
+		{
+			args[0] = ObjectIdGetDatum(fi.db);
+			types[0] = OIDOID;
+			SPI_execute_with_args("SELECT FROM pg_catalog.pg_database WHERE oid = $1", 1, types, args, NULL, true, 1);
+			fi.state = SPI_processed > 0 ? "other database" : "dropped database";
+			return fi;
+		}
+		args[0] = CStringGetTextDatum(fi.name);
+		SPI_execute_with_args(psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
+									   ExtensionTableName(fi.tok ? "transformer_tokenizers" : "transformer_models")),
+							  1, types, args, NULL, true, 1);
+		if (SPI_processed == 0)
+			fi.state = "orphan";
+		else
+		{
+			char	   *row = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			uint64		now = fi.tok ? TokenizerFingerprint(fi.name, row) : ModelFingerprint(fi.name, row);
+
+			fi.state = now == (uint64) fp ? "current" : "stale";
+		}
+	}
+	return fi;
+}
+
+/*
+ * After a file is written: remove the files nobody can use any more, those
+ * of dropped databases and of names this database no longer has (left by
+ * rolled-back imports, say).  Stale files of live names go when a new file
+ * of the same name is written.  Inside ExtSpiConnect().
+ */
+static void
+sweep_orphans(void)
+{
+	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
+	struct dirent *de;
+
+	if (dir == NULL)
+		return;
+	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
+	{
+		FileInfo	fi;
+
+		if (de->d_name[0] == '.')
+			continue;
+		fi = file_info(de->d_name);
+		if (fi.parsed && (strcmp(fi.state, "orphan") == 0 || strcmp(fi.state, "dropped database") == 0))
+			unlink(psprintf("%s/%s", transformer_weight_cache_dir, de->d_name));
+	}
+	FreeDir(dir);
+}
 
 PG_FUNCTION_INFO_V1(transformer_weight_files);
 Datum
@@ -338,64 +438,23 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 		Datum		values[6];
 		bool		nulls[6] = {false, false, true, true, false, false};
 		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
-		bool		tok = strncmp(de->d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
-		const char *rest = de->d_name + (tok ? strlen(TOK_PREFIX) : 0);
-		unsigned int db;
-		char		hex[2 * NAMEDATALEN + 1];
-		unsigned long long fp;
 		struct stat st;
-		const char *state;
+		FileInfo	fi;
 
 		CHECK_FOR_INTERRUPTS();
 		if (de->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		fi = file_info(de->d_name);
 		values[0] = CStringGetTextDatum(de->d_name);
-		values[1] = CStringGetTextDatum(tok ? "tokenizer" : "weights");
-		values[4] = Int64GetDatum((int64) st.st_size);
-		if (sscanf(rest, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0)
+		values[1] = CStringGetTextDatum(fi.tok ? "tokenizer" : "weights");
+		if (fi.parsed)
 		{
-			char		name[NAMEDATALEN];
-			size_t		n = strlen(hex) / 2;
-
-			if (n >= NAMEDATALEN)
-				n = NAMEDATALEN - 1;
-			for (size_t i = 0; i < n; i++)
-			{
-				unsigned int b;
-
-				sscanf(hex + 2 * i, "%2x", &b);
-				name[i] = (char) b;
-			}
-			name[n] = '\0';
-			values[2] = ObjectIdGetDatum((Oid) db);
-			values[3] = CStringGetTextDatum(name);
+			values[2] = ObjectIdGetDatum(fi.db);
+			values[3] = CStringGetTextDatum(fi.name);
 			nulls[2] = nulls[3] = false;
-			if (db != MyDatabaseId)
-				state = "other database";
-			else
-			{
-				Oid			types[1] = {TEXTOID};
-				Datum		args[1] = {CStringGetTextDatum(name)};
-
-				SPI_execute_with_args(psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
-											   ExtensionTableName(tok ? "transformer_tokenizers" : "transformer_models")),
-									  1, types, args, NULL, true, 1);
-				if (SPI_processed == 0)
-					state = "orphan";
-				else
-				{
-					char	   *row = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-					uint64		now = tok ? TokenizerFingerprint(name, row) : ModelFingerprint(name, row);
-
-					state = now == (uint64) fp ? "current" : "stale";
-				}
-			}
 		}
-		else if (strncmp(de->d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
-			state = "being written";
-		else
-			state = "unknown";
-		values[5] = CStringGetTextDatum(state);
+		values[4] = Int64GetDatum((int64) st.st_size);
+		values[5] = CStringGetTextDatum(fi.state);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	FreeDir(dir);
@@ -687,6 +746,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 		return;
 	}
 	remove_prefixed(psprintf(TOK_PREFIX "%s", file_prefix(MyDatabaseId, name)), path);
+	sweep_orphans();
 	use_image(t, img, addr, len);
 	MemoryContextDelete(priv);
 }

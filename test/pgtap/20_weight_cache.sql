@@ -18,9 +18,11 @@ SET client_min_messages = warning;
 -- reload this backend's models: a relcache invalidation of our tables
 CREATE FUNCTION pg_temp.reload() RETURNS void LANGUAGE sql AS $$ ALTER TABLE transformer_tensors SET (fillfactor = 100) $$;
 CREATE FUNCTION pg_temp.files(m text) RETURNS TABLE (file text, bytes bigint, state text) LANGUAGE sql AS $$
-  SELECT file, bytes, state FROM transformer_weight_files() WHERE kind = 'weights' AND name = m ORDER BY file $$;
+  SELECT file, bytes, state FROM transformer_weight_files() WHERE kind = 'weights' AND name = m
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY file $$;
 CREATE FUNCTION pg_temp.path(m text) RETURNS text LANGUAGE sql AS $$
-  SELECT current_setting('transformer.weight_cache_dir') || '/' || file FROM transformer_weight_files() WHERE kind = 'weights' AND name = m AND state = 'current' $$;
+  SELECT current_setting('transformer.weight_cache_dir') || '/' || file FROM transformer_weight_files() WHERE kind = 'weights' AND name = m AND state = 'current'
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) $$;
 -- the model's memory in this backend (a mapped model holds only its layer tables)
 CREATE FUNCTION pg_temp.held(m text) RETURNS bigint LANGUAGE sql AS $$
   SELECT coalesce(sum(total_bytes), 0) FROM pg_backend_memory_contexts WHERE name IN ('transformer cache entry', 'transformer weights')
