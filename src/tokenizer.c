@@ -257,17 +257,19 @@ load_tokenizer(void *e, const char *name)
 	const Tokenizer *same;
 	int			level;
 	ErrorContextCallback errcb;
+	uint64		fingerprint;
 
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	query = psprintf("SELECT model, vocab, xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
-					 ExtensionTableName("transformer_tokenizers"));
 	args[0] = CStringGetTextDatum(name);
-
 	level = ExtSpiConnect();
+
+	/* the row's version first: a shared file of it is all this backend needs */
+	query = psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
+					 ExtensionTableName("transformer_tokenizers"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tokenizers");
 	if (SPI_processed == 0)
@@ -275,6 +277,22 @@ load_tokenizer(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("tokenizer \"%s\" does not exist", name),
 				 errhint("Load one with import_tokenizer() or load_tokenizer().")));
+	fingerprint = TokenizerFingerprint(name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	if (MapSharedTokenizer(entry, name, fingerprint))
+	{
+		ExtSpiFinish(level);
+		error_context_stack = errcb.previous;
+		return;
+	}
+
+	query = psprintf("SELECT model, vocab FROM %s WHERE name = $1",
+					 ExtensionTableName("transformer_tokenizers"));
+	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read transformer_tokenizers");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("tokenizer \"%s\" does not exist", name)));
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
@@ -299,15 +317,9 @@ load_tokenizer(void *e, const char *name)
 	}
 	else
 	{
-		/* the shared file of this version of the row, or built (and shared) */
-		uint64		fingerprint = TokenizerFingerprint(name, SPI_getvalue(SPI_tuptable->vals[0],
-																		  SPI_tuptable->tupdesc, 3));
-
-		if (!MapSharedTokenizer(entry, name, fingerprint))
-		{
-			MemoryContextSwitchTo(entry->cxt);
-			LoadTokenizerShared(entry, name, fingerprint, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
-		}
+		/* built, and shared for the next backends */
+		MemoryContextSwitchTo(entry->cxt);
+		LoadTokenizerShared(entry, name, fingerprint, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
 	}
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);

@@ -503,6 +503,7 @@ typedef struct TokImage
 	int32		nmodel;
 	const char **model_piece;
 	uint32	   *model_piece_len;
+	uint8		digest[32];		/* the Tokenizer's content digest */
 } TokImage;
 
 static void *
@@ -548,6 +549,7 @@ use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
 	t->nmodel = img->nmodel;
 	t->model_piece = img->model_piece;
 	t->model_piece_len = img->model_piece_len;
+	memcpy(t->digest, img->digest, sizeof(t->digest));
 	mapping->addr = addr;
 	mapping->len = len;
 	cb->func = unmap;
@@ -728,6 +730,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	img->nmodel = built.nmodel;
 	img->model_piece = built.model_piece;
 	img->model_piece_len = built.model_piece_len;
+	memcpy(img->digest, t->digest, sizeof(img->digest));
 	h = addr;
 	memcpy(h->magic, TOK_MAGIC, 8);
 	h->version = 1;

@@ -12,7 +12,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(23);
+SELECT plan(28);
 SET client_min_messages = warning;
 
 -- reload this backend's models: a relcache invalidation of our tables
@@ -58,6 +58,22 @@ SELECT is(md5(pg_read_binary_file(pg_temp.path('m'))), :'md5_first', 'rebuilt');
 SELECT pg_temp.overwrite(pg_temp.path('m'), '\x00');
 SELECT pg_temp.reload();
 SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'a file of one byte: rebuilt');
+
+-- tokenizers: shared the same way, in place at a fixed address
+CREATE FUNCTION pg_temp.tok_path(t text) RETURNS text LANGUAGE sql AS $$
+  SELECT current_setting('transformer.weight_cache_dir') || '/' || file FROM transformer_weight_files() WHERE kind = 'tokenizer' AND name = t AND state = 'current'
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) $$;
+SELECT tokenize('SELECT attention FROM memory', 'm/source')::text AS tok_good \gset
+SELECT isnt(pg_temp.tok_path('m/source'), NULL, 'the source tokenizer has a shared file');
+SELECT cmp_ok((SELECT coalesce(sum(total_bytes), 0) FROM pg_backend_memory_contexts WHERE ident = 'm/source' OR name = 'transformer tokenizer'),
+  '<', 65536::numeric, 'and the backend uses it, holding nothing of its own');
+SELECT md5(pg_read_binary_file(pg_temp.tok_path('m/source'))) AS tok_md5 \gset
+SELECT pg_temp.overwrite(pg_temp.tok_path('m/source'), (SELECT set_byte(b, length(b) - 5000, get_byte(b, length(b) - 5000) # 1) FROM pg_read_binary_file(pg_temp.tok_path('m/source')) b));
+SELECT pg_temp.reload();
+ALTER TABLE transformer_tokenizers SET (fillfactor = 100);
+SELECT is(tokenize('SELECT attention FROM memory', 'm/source')::text, :'tok_good', 'a flipped bit in a tokenizer file: caught, rebuilt, the same tokens');
+SELECT is(md5(pg_read_binary_file(pg_temp.tok_path('m/source'))), :'tok_md5', 'rebuilt byte for byte');
+SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'and the model still translates the same');
 
 -- a new version of the rows: a file of its own; the old one goes
 SAVEPOINT reimport;
