@@ -588,7 +588,9 @@ MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
 		h.file_len > TOK_SLOT || h.root < TOK_HEADER || h.root > h.file_len - sizeof(TokImage))
 	{
 		CloseTransientFile(fd);
-		elog(LOG, "shared tokenizer file \"%s\" is not of this build and version, or is damaged; rebuilding it", path);
+		/* removed, so that a backend with the slot free rebuilds it */
+		unlink(path);
+		elog(LOG, "shared tokenizer file \"%s\" is not of this build and version, or is damaged; removed", path);
 		return false;
 	}
 	addr = map_at(tok_address(fingerprint), (size_t) st.st_size, PROT_READ, fd);
@@ -599,7 +601,8 @@ MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
 		((TokHeader *) addr)->checksum)
 	{
 		munmap(addr, (size_t) st.st_size);
-		elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; rebuilding it", path);
+		unlink(path);
+		elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; removed", path);
 		return false;
 	}
 	use_image(t, (const TokImage *) ((char *) addr + h.root), addr, (size_t) st.st_size);

@@ -71,8 +71,11 @@ SELECT md5(pg_read_binary_file(pg_temp.tok_path('m/source'))) AS tok_md5 \gset
 SELECT pg_temp.overwrite(pg_temp.tok_path('m/source'), (SELECT set_byte(b, length(b) - 5000, get_byte(b, length(b) - 5000) # 1) FROM pg_read_binary_file(pg_temp.tok_path('m/source')) b));
 SELECT pg_temp.reload();
 ALTER TABLE transformer_tokenizers SET (fillfactor = 100);
-SELECT is(tokenize('SELECT attention FROM memory', 'm/source')::text, :'tok_good', 'a flipped bit in a tokenizer file: caught, rebuilt, the same tokens');
-SELECT is(md5(pg_read_binary_file(pg_temp.tok_path('m/source'))), :'tok_md5', 'rebuilt byte for byte');
+SELECT is(tokenize('SELECT attention FROM memory', 'm/source')::text, :'tok_good', 'a flipped bit in a tokenizer file: caught, the same tokens');
+-- (the old mapping holds the tokenizer's address until the transaction ends, so this
+-- backend keeps its own copy; the file is removed for the next backend to rebuild:
+-- test/weight_cache/run.sh)
+SELECT is(pg_temp.tok_path('m/source'), NULL, 'the damaged file is removed');
 SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'and the model still translates the same');
 
 -- a new version of the rows: a file of its own; the old one goes

@@ -48,12 +48,25 @@ for round in 1 2 3 4 5; do
 done
 echo "weight cache: 5 rounds of 4 backends building at once: one file each time, every translation right"
 
+# 2. a damaged tokenizer file: the next backend sees it, removes it, and one after rebuilds it
+tok=$(q -c "SELECT current_setting('data_directory') || '/' || current_setting('transformer.weight_cache_dir') || '/' || file FROM transformer_weight_files() WHERE kind = 'tokenizer' AND name = 'multi30k_de_en/source' AND state = 'current'")
+tokens=$(q -c "SELECT tokenize('Zwei Hunde spielen im Schnee.', 'multi30k_de_en/source')")
+sum=$(md5sum < "$tok")
+printf '\x55' | dd of="$tok" bs=1 seek=$(( $(stat -c %s "$tok") - 3000 )) conv=notrunc 2>/dev/null
+got=$(q -c "SELECT tokenize('Zwei Hunde spielen im Schnee.', 'multi30k_de_en/source')")
+got2=$(q -c "SELECT tokenize('Zwei Hunde spielen im Schnee.', 'multi30k_de_en/source')")
+if [ "$got" != "$tokens" ] || [ "$got2" != "$tokens" ] || [ ! -f "$tok" ] || [ "$(md5sum < "$tok")" != "$sum" ]; then
+	echo "weight cache: a damaged tokenizer file: \"$got\", \"$got2\", rebuilt: $(md5sum < "$tok" 2>&1)" >&2
+	exit 1
+fi
+echo "weight cache: a damaged tokenizer file: refused, removed, rebuilt byte for byte by the next backend"
+
 if [ "$(id -u)" != 0 ]; then
 	echo "weight cache: not root, so no full-disk and standby cases"
 	exit 0
 fi
 
-# 2. a full disk
+# 3. a full disk
 mkdir -p "$work/full"
 chmod 755 "$work"
 if mount -t tmpfs -o size=1m tmpfs "$work/full" 2>/dev/null; then
@@ -69,7 +82,7 @@ else
 	echo "weight cache: cannot mount a tmpfs here; no full-disk case"
 fi
 
-# 3. pg_basebackup and a hot standby
+# 4. pg_basebackup and a hot standby
 pg_basebackup -D "$work/standby" -R -X stream -c fast
 if [ -n "$(find "$work/standby" -name '*.tfw' -o -name 'pgsql_tmp_transformer' | head -1)" ]; then
 	echo "weight cache: pg_basebackup copied shared weights files" >&2
