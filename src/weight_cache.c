@@ -594,9 +594,25 @@ MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
 		return false;
 	}
 	addr = map_at(tok_address(fingerprint), (size_t) st.st_size, PROT_READ, fd);
-	CloseTransientFile(fd);
 	if (addr == NULL)
-		return false;			/* the slot is taken in this backend */
+	{
+		/* the slot is taken in this backend: its own copy; but a damaged file still goes */
+		void	   *any = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+
+		if (any != MAP_FAILED)
+		{
+			if (tf_checksum64((char *) any + offsetof(TokHeader, build),
+							  (size_t) st.st_size - offsetof(TokHeader, build), 0) != ((TokHeader *) any)->checksum)
+			{
+				unlink(path);
+				elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; removed", path);
+			}
+			munmap(any, (size_t) st.st_size);
+		}
+		CloseTransientFile(fd);
+		return false;
+	}
+	CloseTransientFile(fd);
 	if (tf_checksum64((char *) addr + offsetof(TokHeader, build), (size_t) st.st_size - offsetof(TokHeader, build), 0) !=
 		((TokHeader *) addr)->checksum)
 	{
