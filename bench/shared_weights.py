@@ -15,7 +15,8 @@ and its int8 copy from quantize_model()):
   or what the backend holds when off); target <= 1.5x;
 - pgbench -C -c 8 -T T: a new connection per translate(), transactions per
   second;
-- warm speed: the warm calls above, on vs off.
+- warm speed: translate() of the same sentences in a session with sharing
+  on and one with it off, alternating, medians of 3 each: time off / on.
 Every "off" runs with transformer.shared_weights = off in the session.
 
 Usage: pg_virtualenv bench/shared_weights.py [-n N] [--pgbench-seconds T]
@@ -92,10 +93,31 @@ def pgbench(model, lang, shared, seconds):
     return float(re.search(r"tps = ([\d.]+)", out).group(1))
 
 
+def warm_compare(model, lang, n):
+    """Warm translate() of n sentences, sharing on and off in two sessions,
+    alternating sentence by sentence: the per-sentence ratio off/on."""
+    sents = bl.sentences(lang, n)
+    on, off = bl.Session(), bl.Session()
+    for sess, flag in ((on, "on"), (off, "off")):
+        sess.query("SET transformer.shared_weights = %s;" % flag)
+        sess.query(bl.TIMER)
+        sess.query("SELECT length(translate('a', %s, 1));" % bl.quote(model))
+    ratios = []
+    for s in sents:
+        q = bl.quote("SELECT translate(%s, %s, 1)" % (bl.quote(s), bl.quote(model)))
+        t_on = float(on.query("SELECT pg_temp.bench_median(%s, 3);" % q))
+        t_off = float(off.query("SELECT pg_temp.bench_median(%s, 3);" % q))
+        ratios.append(t_off / t_on)
+    on.close()
+    off.close()
+    return ratios
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=10, help="new connections per case")
     ap.add_argument("--pgbench-seconds", type=int, default=15)
+    ap.add_argument("--warm", type=int, default=20, help="sentences of the warm comparison")
     args = ap.parse_args()
     directory, _ = bl.make_base_model("F32")
     bl.psql("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS transformer;"
@@ -123,6 +145,8 @@ def main():
                      " (target <= 1.5x)" if shared else "", tokenizers / 1e6, pss / (weights + tokenizers)))
         tps = [pgbench(model, lang, shared, args.pgbench_seconds) for shared in (False, True)]
         print("  pgbench -C -c 8: %.1f tps off, %.1f tps on: %.2fx" % (tps[0], tps[1], tps[1] / tps[0]))
+        print("  warm translate(), %d sentences, time off / time on per sentence: %s (1: no change)"
+              % (args.warm, bl.fmt_ratio(warm_compare(model, lang, args.warm))))
         sys.stdout.flush()
 
 
