@@ -86,6 +86,11 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
+# Citus 13.0.5 from ../shared/vendor: a coordinator and two workers (root; skipped without the tarball)
+citus:
+	test/citus/run.sh
+.PHONY: citus
+
 # Shared weights files: builders at once, a full disk, pg_basebackup, a standby (needs a server)
 weight-cache:
 	test/weight_cache/run.sh
@@ -100,7 +105,7 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest installcheck prove concurrency weight-cache browser
+test: unittest installcheck prove concurrency weight-cache browser citus
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)

@@ -35,8 +35,21 @@ transformer_invalidate_cache(PG_FUNCTION_ARGS)
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "transformer_invalidate_cache: not called as a trigger");
-	/* reaches every backend at commit, and this one at the next command */
+	/*
+	 * Reaches every backend at commit, and this one at the next command.
+	 * The extension's tables by name, not the trigger's relation: under
+	 * Citus the trigger fires on a shard of the table, which no cache
+	 * watches.
+	 */
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
+	for (int i = 0; i < 3; i++)
+	{
+		static const char *const tables[3] = {"transformer_models", "transformer_tensors", "transformer_tokenizers"};
+		Oid			oid = ExtensionTableOid(tables[i]);
+
+		if (OidIsValid(oid) && oid != RelationGetRelid(td->tg_relation))
+			CacheInvalidateRelcacheByRelid(oid);
+	}
 	return PointerGetDatum(NULL);
 }
 

@@ -38,6 +38,17 @@ ExtSpiConnect(void)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * Under Citus our tables are reference tables, and translate() runs
+	 * inside queries on shards: reading them there is a nested distributed
+	 * query, which Citus refuses unless allowed.  A reference table is read
+	 * from the node's own placement, so it is safe for these queries only.
+	 */
+	if (GetConfigOption("citus.allow_nested_distributed_execution", true, false) != NULL)
+		(void) set_config_option("citus.allow_nested_distributed_execution", "on",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 

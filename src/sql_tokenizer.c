@@ -96,7 +96,7 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 
 	query = psprintf("INSERT INTO %s AS t (name, model, vocab) VALUES ($1, $2, $3) "
 					 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
-					 "vocab = EXCLUDED.vocab, created = now()",
+					 "vocab = EXCLUDED.vocab, created = EXCLUDED.created",
 					 ExtensionTableName("transformer_tokenizers"));
 	LockObjectName(EXT_LOCK_TOKENIZER, name);
 	RemoveSharedTokenizer(name);
