@@ -5,6 +5,7 @@
 # remove the cluster whatever happens.  make citus; root (it installs into
 # PostgreSQL and runs the servers as postgres).
 #   test/citus/run.sh [sql file]     (default test/citus/citus.sql)
+#   CITUS_PSQL=1 test/citus/run.sh bench/citus_scale.sql   (a script, through psql)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -69,6 +70,11 @@ SELECT citus_add_node('localhost', ${ports[2]});
 SQL
 echo "citus: coordinator on port ${ports[0]}, workers on ${ports[1]} and ${ports[2]}"
 chmod -R o+rX test models 2>/dev/null || true
+if [ -n "${CITUS_PSQL:-}" ]; then
+	# a script (bench/citus_scale.sql) rather than a test: psql, with the workers' ports
+	psql -X -v ON_ERROR_STOP=1 -v w1="${ports[1]}" -v w2="${ports[2]}" -f "$SQL" || { tail -20 "$work"/n*/log >&2; exit 1; }
+	exit 0
+fi
 pg_prove -v -d postgres "$SQL" || {
 	tail -20 "$work"/n*/log >&2
 	exit 1
