@@ -86,6 +86,16 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
+# pg_dump and restore, custom and plain formats (needs a server)
+dump:
+	test/dump/run.sh
+.PHONY: dump
+
+# kill -9 of backends mid-import and mid-write; the server recovers (needs a server, root or postgres)
+crash:
+	test/crash/run.sh
+.PHONY: crash
+
 # Citus 13.0.5 from ../shared/vendor: a coordinator and two workers (root; skipped without the tarball)
 citus:
 	test/citus/run.sh
@@ -105,7 +115,7 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest installcheck prove concurrency weight-cache browser citus
+test: unittest installcheck prove concurrency weight-cache dump crash browser citus
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)

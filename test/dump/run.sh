@@ -1,0 +1,57 @@
+#!/bin/bash
+# Dump and restore (issue 17): a database with models (the bundled fp16 one
+# and its int8 copy), their tokenizers, a tokenizer of its own and a docs
+# table, dumped with pg_dump in the custom and the plain formats and
+# restored into new databases: the same rows, identical translations, and
+# the shared weights files built afresh for the new database.
+#   test/dump/run.sh    (make dump; needs a server: PGHOST etc.)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DB=transformer_dump
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+
+for d in "$DB" "${DB}_custom" "${DB}_plain"; do dropdb --if-exists "$d"; done
+createdb "$DB"
+q -d "$DB" <<SQL >/dev/null
+SET client_min_messages = warning;
+CREATE EXTENSION transformer;
+SELECT import_model('multi30k_de_en');
+SELECT quantize_model('multi30k_de_en', 'de_en_int8');
+SELECT import_tokenizer('tiny', '$PWD/test/fixtures/spm/tiny_unigram_identity.model');
+CREATE TABLE docs (id int PRIMARY KEY, de text, en text);
+INSERT INTO docs (id, de) VALUES (1, 'Ein Mann fährt Fahrrad.'), (2, 'Zwei Hunde spielen im Schnee.'),
+  (3, 'Eine Frau liest ein Buch im Park.'), (4, 'Kinder spielen am Strand.');
+UPDATE docs SET en = translate(de, 'multi30k_de_en');
+SQL
+fingerprint="SELECT md5(string_agg(name || dtype || md5(data), ',' ORDER BY model, name)) FROM transformer_tensors"
+check="SELECT string_agg(id || ':' || translate(de, 'multi30k_de_en') || '|' || translate(de, 'de_en_int8') || '|' || en, ';' ORDER BY id) FROM docs"
+tokens="SELECT tokenize('SELECT attention FROM memory', 'tiny')::text"
+want_rows=$(q -d "$DB" -c "$fingerprint")
+want=$(q -d "$DB" -c "$check")
+want_tokens=$(q -d "$DB" -c "$tokens")
+
+pg_dump -Fc -d "$DB" -f "$work/dump.custom"
+pg_dump -Fp -d "$DB" -f "$work/dump.sql"
+createdb "${DB}_custom"
+pg_restore -d "${DB}_custom" --exit-on-error "$work/dump.custom"
+createdb "${DB}_plain"
+q -d "${DB}_plain" -f "$work/dump.sql" >/dev/null
+
+for d in "${DB}_custom" "${DB}_plain"; do
+	rows=$(q -d "$d" -c "$fingerprint")
+	got=$(q -d "$d" -c "$check")
+	got_tokens=$(q -d "$d" -c "$tokens")
+	files=$(q -d "$d" -c "SELECT string_agg(kind || ' ' || name || ' ' || state, ', ' ORDER BY kind, name) FROM transformer_weight_files() WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+	if [ "$rows" != "$want_rows" ] || [ "$got" != "$want" ] || [ "$got_tokens" != "$want_tokens" ]; then
+		echo "dump: restored $d differs: rows $rows vs $want_rows; \"$got\" vs \"$want\"; $got_tokens vs $want_tokens" >&2
+		exit 1
+	fi
+	case "$files" in
+		*"weights de_en_int8 current"*"weights multi30k_de_en current"*) ;;
+		*) echo "dump: $d has the shared files \"$files\"" >&2; exit 1 ;;
+	esac
+	echo "dump: ${d#${DB}_} format: every tensor byte for byte, translations (fp16, int8) and tokens identical; shared files built for the new database ($files)"
+done
+for d in "$DB" "${DB}_custom" "${DB}_plain"; do dropdb "$d"; done
