@@ -115,7 +115,7 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest installcheck prove concurrency weight-cache dump crash browser citus
+test: unittest sanitize installcheck prove concurrency weight-cache dump crash browser citus
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)
@@ -139,7 +139,7 @@ bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/tensor_ops.c src/gemm.c src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core bench/bench_attention bench/bench_gemm bench/bench_int8
+EXTRA_CLEAN = test/unit/test_core test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8
 
 .PHONY: unittest prove concurrency browser test fixtures bench bench-int8
 
@@ -191,3 +191,32 @@ fuzz-text: test/fuzz/fuzz_text
 	test/fuzz/fuzz_text -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 -timeout=10 test/fuzz/corpus-text
 
 .PHONY: fuzz-text
+
+# The core under AddressSanitizer and UndefinedBehaviorSanitizer (clang): the
+# unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
+SANITIZE_SECONDS ?= 60
+SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/*.h
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
+
+FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file
+sanitize: test/unit/test_core_san $(FUZZERS)
+	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \
+	  { tail -20 test/unit/test_core_san.log; exit 1; }
+	tail -1 test/unit/test_core_san.log
+	test/fuzz/sanitize.sh $(SANITIZE_SECONDS)
+
+.PHONY: sanitize
+
+# Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
+WFILE_SRC = src/weight_file.c src/model.c src/attention.c src/tensor_ops.c src/gemm.c src/gemm_int8.c src/online_softmax.c
+test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/*.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
+	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm
+
+fuzz-weight-file: test/fuzz/fuzz_weight_file
+	mkdir -p test/fuzz/corpus-weight-file
+	test/fuzz/fuzz_weight_file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_file
+
+.PHONY: fuzz-weight-file

@@ -67,7 +67,8 @@ tf_set_blas_threads(int nthreads)
 static inline float
 exp_fast(float x)
 {
-	float		xc = x < -87.0f ? -87.0f : (x > 88.3f ? 88.3f : x);
+	/* written so that NaN clamps too: (int32_t) NaN is undefined (found by fuzz_weight_file) */
+	float		xc = x > -87.0f ? (x < 88.3f ? x : 88.3f) : -87.0f;
 	/* round to nearest by the 1.5·2^23 trick: vectorizes, unlike roundf */
 	float		n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
 	float		r = xc - n * 0.693359375f + n * 2.12194440e-4f;
@@ -83,11 +84,18 @@ exp_fast(float x)
 	p = p * r * r + r + 1.0f;
 	bits = ((int32_t) n + 127) << 23;
 	memcpy(&scale, &bits, sizeof(float));
-	return x < -87.0f ? 0.0f : p * scale;
+	return x < -87.0f ? 0.0f : (x == x ? p * scale : x);	/* NaN stays NaN */
 }
 
-/* Compiled for AVX-512, AVX2 and baseline; the loader picks one (ifunc). */
+/*
+ * Compiled for AVX-512, AVX2 and baseline; the loader picks one (ifunc).
+ * GCC only: clang (the fuzzers' and sanitizers' compiler) builds baseline.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
 #define TF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TF_MULTIVERSION
+#endif
 
 #define SOFTMAX_LANES 16
 #define SOFTMAX_FLUSH 1024

@@ -368,6 +368,30 @@ tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 	return NULL;
 }
 
+int
+tf_wfile_fix_header(void *file, size_t len, const TfModel *m, const char *build, uint64_t fingerprint)
+{
+	WHeader    *h = file;
+	size_t		nfields = count_fields(m);
+	size_t		arena_off = align_up(TF_WFILE_HEADER + nfields * sizeof(WField));
+
+	if (len < arena_off || strlen(build) >= sizeof(h->build))
+		return -1;
+	memcpy(h->magic, WFILE_MAGIC, 8);
+	h->version = WFILE_VERSION;
+	h->endian = WFILE_ENDIAN;
+	memset(h->build, 0, sizeof(h->build));
+	strcpy(h->build, build);
+	h->fingerprint = fingerprint;
+	h->file_len = len;
+	h->table_off = TF_WFILE_HEADER;
+	h->nfields = nfields;
+	h->arena_off = arena_off;
+	h->arena_len = len - arena_off;
+	dims_of(&m->cfg, h->dims);
+	return 0;
+}
+
 uint64_t
 tf_wfile_fingerprint(const void *file, size_t len)
 {

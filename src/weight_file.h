@@ -51,6 +51,15 @@ const char *tf_wfile_open(const void *file, size_t len, TfModel *m, TfLayerWeigh
 						  TfLayerWeights *dec, const char *build, uint64_t fingerprint,
 						  int verify);
 
+/*
+ * For fuzzing: make the header of a file of len bytes consistent with m,
+ * build and fingerprint (magic, sizes, dimensions; no checksum), so that
+ * tf_wfile_open(..., verify 0) meets the field table and the arena as
+ * they are.  Returns 0, or -1 if len cannot hold the header and table.
+ */
+int			tf_wfile_fix_header(void *file, size_t len, const TfModel *m, const char *build,
+								uint64_t fingerprint);
+
 /* The fingerprint stored in a file's header, if it has one; 0 if not. */
 uint64_t	tf_wfile_fingerprint(const void *file, size_t len);
 
