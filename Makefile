@@ -86,6 +86,11 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
+# 30 s of the soak (bench/soak.sh runs 5 minutes by default; needs a server)
+soak:
+	bench/soak.sh 30
+.PHONY: soak
+
 # pg_dump and restore, custom and plain formats (needs a server)
 dump:
 	test/dump/run.sh
@@ -115,7 +120,7 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest sanitize installcheck prove concurrency weight-cache dump crash browser citus
+test: unittest sanitize installcheck prove concurrency soak weight-cache dump crash browser citus
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)
