@@ -10,7 +10,7 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(9);
+SELECT plan(21);
 -- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
@@ -22,9 +22,19 @@ WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regcla
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
+-- a model as 0.1.0 stored it: its rows, kept aside, and what it translates to
+SELECT import_model('old', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
+SELECT translate('SELECT attention FROM memory', 'old', 3) AS old_want \gset
+CREATE TEMP TABLE old_tok AS SELECT name, model, vocab FROM transformer_tokenizers WHERE name LIKE 'old/%';
+CREATE TEMP TABLE old_model AS SELECT name, config, config_json, vocab_json, safetensors_header, source_tokenizer, target_tokenizer FROM transformer_models WHERE name = 'old';
+CREATE TEMP TABLE old_tensors AS SELECT model, name, shape, dtype, data_offset, data FROM transformer_tensors WHERE model = 'old';
 DROP EXTENSION transformer;
 
 CREATE EXTENSION transformer VERSION '0.1.0';
+INSERT INTO transformer_tokenizers (name, model, vocab) SELECT * FROM old_tok;
+INSERT INTO transformer_models (name, config, config_json, vocab_json, safetensors_header, source_tokenizer, target_tokenizer) SELECT * FROM old_model;
+INSERT INTO transformer_tensors SELECT * FROM old_tensors;
+SELECT is(translate('SELECT attention FROM memory', 'old', 3), :'old_want', 'a model in 0.1.0''s tables translates as before, by the new library');
 SELECT throws_ok(format('SELECT import_model(%L, %L)', 'm', :'root' || '/test/fixtures/models/marian_swish'), '55000',
   'extension transformer must be updated to version 0.2.0', 'a 0.1.0 database: writes ask for the update');
 -- a model stored by 0.1.0 (its rows, as its import_model wrote them)
@@ -37,7 +47,7 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.3.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.3.0');
-SELECT is((SELECT count(*)::int FROM transformer_tokenizers), 2, 'the stored rows are kept');
+SELECT is((SELECT count(*)::int FROM transformer_tokenizers), 4, 'the stored rows are kept');
 CREATE TEMP TABLE updated AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
@@ -49,7 +59,19 @@ SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_co
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM fresh EXCEPT SELECT object FROM updated) x), NULL, 'nothing of a fresh install is missing after the update');
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM updated EXCEPT SELECT object FROM fresh) x), NULL, 'and nothing is left over');
+SELECT is(translate('SELECT attention FROM memory', 'old', 3), :'old_want', 'after ALTER EXTENSION UPDATE the stored model translates identically');
+SELECT is((SELECT count(*)::int FROM transformer_tensors WHERE model = 'old'), (SELECT count(*)::int FROM old_tensors), 'its rows are kept');
 SELECT cmp_ok(import_model('m', :'root' || '/test/fixtures/models/marian_swish'), '>', 0::bigint, 'the updated extension imports');
+-- every function new since 0.1.0 works on the updated schema
+SELECT is(set_model_languages('old', 'en', 'de')::text, '', 'set_model_languages');
+SELECT is((SELECT count(*)::int FROM sentences('One. Two.')), 2, 'sentences');
+SELECT cmp_ok(abs(bleu('a b c d', 'a b c d') - 100), '<', 1e-9::float8, 'bleu');
+SELECT cmp_ok(chrf('abc', 'abc'), '=', 100::float8, 'chrf');
+SELECT cmp_ok((SELECT count(*)::int FROM attention_map('SELECT attention', 'old')), '>', 0, 'attention_map');
+SELECT cmp_ok((SELECT count(*)::int FROM align('SELECT attention', 'old')), '>', 0, 'align');
+SELECT matches(attention_svg('SELECT attention', 'old'), '<svg ', 'attention_svg');
+SELECT is(translate(ARRAY['SELECT attention FROM memory'], 'old', 3), ARRAY[:'old_want'], 'translate(text[])');
+SELECT isnt(export_model('old', '/tmp/transformer_tap_upgrade_' || pg_backend_pid()), NULL, 'export_model');
 SELECT is(quantize_model('m', 'm8'), 49385::bigint, 'and quantizes');
 
 SELECT * FROM finish();
