@@ -4,8 +4,8 @@
 # table, tokenize(), encoder_output(), and import_model()/drop_model() of a
 # second model at the same time.  Reports transactions and errors per
 # script (only the expected one: a translator finding the second model
-# dropped, 42704, caught), each backend's memory every 10 s (it must stay
-# flat), and that the postmaster never restarted.  Needs a server (PGHOST
+# dropped, 42704, caught), each backend's own memory (anonymous, so not the
+# shared weights files) every 10 s (it must stay flat), and that the postmaster never restarted.  Needs a server (PGHOST
 # etc.); run as root or postgres to read the backends' memory.
 #   bench/soak.sh [SECONDS]        (make soak: 30 s, in make test)
 set -euo pipefail
@@ -69,7 +69,8 @@ interval=$(( SECS >= 120 ? 10 : 3 ))
 		sleep "$interval"
 		psql -X -q -A -t -d "$DB" -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'" 2>/dev/null |
 		while read -r pid; do
-			[ -r "/proc/$pid/smaps_rollup" ] && echo "$(date +%s) $pid $(awk '/^Pss:/ {print $2}' "/proc/$pid/smaps_rollup")"
+			# anonymous memory: the backend's own (mapped shared files and shared buffers excluded)
+			[ -r "/proc/$pid/smaps_rollup" ] && echo "$(date +%s) $pid $(awk '/^Pss_Anon:/ {print $2}' "/proc/$pid/smaps_rollup")"
 		done
 	done
 ) > "$work/memory" 2>/dev/null &
@@ -84,10 +85,10 @@ kill "$sampler" 2>/dev/null || true
 grep -E "^(number of transactions actually processed|number of failed transactions|latency average|tps)" "$work/pgbench.out"
 grep -E "^SQL script [0-9]+:|^ - [0-9]+ transactions" "$work/pgbench.out" | paste - - | sed 's/ - / /' | awk '{print "  " $0}'
 failed=$(awk '/^number of failed transactions/ {print $5}' "$work/pgbench.out")
-# memory: each backend's Pss over its samples, the growth from its second sample to its last
+# memory: each backend's anonymous memory over its samples, the growth from its second sample to its last
 awk '{n[$2]++; if (n[$2] == 2) first[$2] = $3; last[$2] = $3; max[$2] = ($3 > max[$2] ? $3 : max[$2])}
      END {for (p in n) if (n[p] >= 3) { d = last[p] - first[p]; if (d > worst) worst = d; cnt++; sum += last[p] }
-          printf "memory: %d backends sampled every %d s; Pss at the end %.1f MB on average; the largest growth from the second sample to the last %.1f MB\n", cnt, iv, (cnt ? sum / cnt / 1024 : 0), worst / 1024 }' iv="$interval" "$work/memory"
+          printf "memory: %d backends sampled every %d s; their own (anonymous) memory at the end %.1f MB on average; the largest growth from the second sample to the last %.1f MB\n", cnt, iv, (cnt ? sum / cnt / 1024 : 0), worst / 1024 }' iv="$interval" "$work/memory"
 now=$(q -c "SELECT pg_postmaster_start_time()")
 if [ "$now" != "$start" ]; then
 	echo "soak: the postmaster restarted ($start -> $now)" >&2
