@@ -351,8 +351,8 @@ shape_string(int ndim, const int64 *shape)
 	return s.data;
 }
 
-static TfDType
-stored_dtype(const StoredTensor *t)
+TfDType
+StoredDType(const StoredTensor *t)
 {
 	if (strcmp(t->dtype, "F16") == 0)
 		return TF_F16;
@@ -433,14 +433,14 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return NULL;
-	if (stored_dtype(t) == TF_I8)
+	if (StoredDType(t) == TF_I8)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tensor \"%s\" is int8, but only weight matrices may be", name),
 				 errdetail("Biases, norms, positions and scales are F32, F16 or BF16.")));
 	CHECK_FOR_INTERRUPTS();
 	out = arena_take(wb, sizeof(float) * numel, name);
-	tf_to_float(numel, out, t->data, stored_dtype(t));
+	tf_to_float(numel, out, t->data, StoredDType(t));
 	for (int64 i = 0; i < numel; i++)
 		if (!isfinite(out[i]))
 			not_finite(name);
@@ -461,7 +461,7 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	if (t == NULL)
 		return mat;
 	CHECK_FOR_INTERRUPTS();
-	mat.dtype = stored_dtype(t);
+	mat.dtype = StoredDType(t);
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
 	if (mat.dtype == TF_I8)
 	{
@@ -587,7 +587,7 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 			numel *= (double) tensors[i].shape[k];
 		if (kept_as_stored(&tensors[i]))
 			bytes += (double) tf_packed_size(tensors[i].shape[0], tensors[i].shape[1],
-											 stored_dtype(&tensors[i])) + ARENA_ALIGN;
+											 StoredDType(&tensors[i])) + ARENA_ALIGN;
 		else
 			bytes += numel * sizeof(float) + ARENA_ALIGN;
 	}

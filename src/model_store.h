@@ -103,6 +103,9 @@ extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, M
  */
 extern int	ReadModelTensors(const char *name, StoredTensor **out);
 
+/* The core's dtype of a stored tensor (its dtype already checked by TensorDefect). */
+extern TfDType StoredDType(const StoredTensor *t);
+
 /* A weight matrix (kept in its dtype, quantizable), not a vector or positions? */
 extern bool IsWeightMatrix(const StoredTensor *t);
 

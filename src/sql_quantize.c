@@ -62,9 +62,8 @@ static float *
 tensor_floats(const StoredTensor *t, Size numel)
 {
 	float	   *f = palloc_extended(sizeof(float) * (numel ? numel : 1), MCXT_ALLOC_HUGE);
-	TfDType		dt = strcmp(t->dtype, "F16") == 0 ? TF_F16 : strcmp(t->dtype, "BF16") == 0 ? TF_BF16 : TF_F32;
 
-	tf_to_float(numel, f, t->data, dt);
+	tf_to_float(numel, f, t->data, StoredDType(t));
 	for (Size i = 0; i < numel; i++)
 		if (!isfinite(f[i]))
 			ereport(ERROR,

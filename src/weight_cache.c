@@ -245,6 +245,40 @@ cannot_share(const char *what, const char *path)
 					 transformer_weight_cache_dir)));
 }
 
+/*
+ * A new temporary file of len bytes for the shared file path, its blocks
+ * reserved, so that writing it through a mapping cannot end in SIGBUS on a
+ * full disk: the fd, or -1 after a WARNING (nothing left behind).
+ */
+static int
+create_reserved(const char *tmp, const char *path, size_t len)
+{
+	int			fd,
+				rc;
+
+	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
+	{
+		cannot_share("create the directory of", path);
+		return -1;
+	}
+	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
+	if (fd < 0)
+	{
+		cannot_share("create", tmp);
+		return -1;
+	}
+	rc = posix_fallocate(fd, 0, (off_t) len);
+	if (rc != 0)
+	{
+		errno = rc;
+		cannot_share("allocate", tmp);
+		CloseTransientFile(fd);
+		unlink(tmp);
+		return -1;
+	}
+	return fd;
+}
+
 void
 ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void *arena,
 			 Size arena_len, MemoryContext arena_cxt)
@@ -254,7 +288,6 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 	char	   *tmp;
 	size_t		len;
 	int			fd;
-	int			rc;
 	void	   *out;
 	const char *why;
 	TfModel		saved = cm->model;
@@ -265,27 +298,9 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
 	len = tf_wfile_size(&cm->model, arena_len);
 
-	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
-	{
-		cannot_share("create the directory of", path);
-		return;
-	}
-	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
+	fd = create_reserved(tmp, path, len);
 	if (fd < 0)
-	{
-		cannot_share("create", tmp);
 		return;
-	}
-	/* blocks reserved before writing through a mapping: a full disk is an error here, not a SIGBUS */
-	rc = posix_fallocate(fd, 0, (off_t) len);
-	if (rc != 0)
-	{
-		errno = rc;
-		cannot_share("allocate", tmp);
-		CloseTransientFile(fd);
-		unlink(tmp);
-		return;
-	}
 	out = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CloseTransientFile(fd);
 	if (out == MAP_FAILED)
@@ -677,8 +692,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	char	   *path,
 			   *tmp;
 	size_t		len;
-	int			fd,
-				rc;
+	int			fd;
 	void	   *addr;
 	Bump		bump;
 	SpmAlloc	ba = {bump_alloc, &bump};
@@ -696,26 +710,9 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	len = TYPEALIGN(4096, len);
 	if (len > TOK_SLOT)
 		return;
-	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
-	{
-		cannot_share("create the directory of", path);
-		return;
-	}
-	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
+	fd = create_reserved(tmp, path, len);
 	if (fd < 0)
-	{
-		cannot_share("create", tmp);
 		return;
-	}
-	rc = posix_fallocate(fd, 0, (off_t) len);
-	if (rc != 0)
-	{
-		errno = rc;
-		cannot_share("allocate", tmp);
-		CloseTransientFile(fd);
-		unlink(tmp);
-		return;
-	}
 	addr = map_at(tok_address(fingerprint), len, PROT_READ | PROT_WRITE, fd);
 	CloseTransientFile(fd);
 	if (addr == NULL)
