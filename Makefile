@@ -71,9 +71,13 @@ CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/onlin
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 
-# The numeric core, outside the server
-test/unit/test_core: test/unit/test_core.c $(CORE_SRC) src/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
+# The numeric core, outside the server (one object per file: a change rebuilds one)
+UNIT_OBJS = $(patsubst src/%.c,test/unit/obj/%.o,$(CORE_SRC))
+test/unit/obj/%.o: src/%.c src/*.h
+	@mkdir -p test/unit/obj
+	$(CC_UNIT) $(UNIT_CFLAGS) -c -o $@ $<
+test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(UNIT_OBJS) -lopenblas -lm
 
 unittest: test/unit/test_core
 	test/unit/test_core test/fixtures/core_ops.txt
@@ -120,7 +124,12 @@ browser:
 	test/browser/run.sh
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest sanitize installcheck prove concurrency soak weight-cache dump crash browser citus
+test: unittest sanitize installcheck prove concurrency soak weight-cache dump crash browser mutation citus
+
+# Mutation testing: deliberate bugs (test/mutation/mutants.txt), each caught by a test (needs root or postgres' rights to run a private server)
+mutation:
+	$(PYTHON) test/mutation/run.py
+.PHONY: mutation
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)
@@ -144,7 +153,7 @@ bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/tensor_ops.c src/gemm.c src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8
+EXTRA_CLEAN = test/unit/test_core test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8
 
 .PHONY: unittest prove concurrency browser test fixtures bench bench-int8
 

@@ -47,6 +47,9 @@ SELECT translate('Ein Mann fährt mit dem Fahrrad. Zwei Kinder spielen im Sand a
 -- length is never an ERROR: 40 sentences, a sentence without punctuation longer than the positions, 10,000 characters
 SELECT length(translate(repeat('Ein Mann fährt mit dem Fahrrad. ', 40))) > 400 AS forty_sentences;
 SELECT length(translate(repeat('Mann ', 300))) > 0 AS long_without_punctuation;
+-- 300 one-token words: cut after the 255th (256 positions, EOS included), the space between the pieces kept
+SELECT translate(repeat('Mann ', 299) || 'Mann')
+     = translate(repeat('Mann ', 254) || 'Mann') || ' ' || translate(repeat('Mann ', 44) || 'Mann') AS cut_at_the_last_space_that_fits;
 SELECT length(translate(repeat('Ein Hund läuft über die Wiese und ', 300))) > 0 AS ten_thousand_characters;
 SELECT length(translate(repeat('x', 3000))) > 0 AS one_long_word;
 -- the batch form: documents of many rows, together

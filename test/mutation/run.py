@@ -1,0 +1,374 @@
+#!/usr/bin/python3
+"""Mutation testing: are the tests good enough to catch a deliberate bug?
+
+Each mutant in test/mutation/mutants.txt names one deliberate bug in src/
+(an exact text, found exactly once, and its replacement) and the tests that
+should catch it.  For each mutant, one at a time, this script
+
+  1. applies it to a copy of the source tree and builds that copy;
+  2. installs the build into a private, relocated copy of the PostgreSQL
+     server (the system's install is never touched) and runs the tests:
+     the mutant's own first, then, unless one of those failed, the rest of
+     the fast suite (C unit tests, every pg_regress file, every pgTAP file);
+  3. reports the mutant as caught by the first test that failed (or ran
+     far longer than it does on the unmutated build), or as survived.
+
+Before any mutant, every test named in the file must pass on the unmutated
+build: a test that fails anyway catches nothing.
+
+Usage: test/mutation/run.py [--only NAME[,NAME...]] [--full] [--list]
+  --full   run the whole fast suite for every mutant, not stopping at the
+           first failure, and report every test that caught it
+Exit status 1 if a mutant survived or failed to build.
+"""
+import argparse
+import glob
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MUTANTS = os.path.join(REPO, "test", "mutation", "mutants.txt")
+CORE_SRC = ["src/tensor_ops.c", "src/gemm.c", "src/gemm_int8.c", "src/attention.c",
+            "src/online_softmax.c", "src/weight_file.c", "src/model.c"]
+SLOW_FACTOR, SLOW_EXTRA = 2.0, 10.0      # a test past twice its time + 10 s has caught a mutant
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------- mutants
+def parse_mutants(path):
+    """Blocks of 'key: value' lines; find: and replace: take the lines up to
+    the next 'replace:' / 'end' (tabs kept), so code is written as is."""
+    mutants, cur, field = [], None, None
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for ln, line in enumerate(lines, 1):
+        if field in ("find", "replace"):
+            if line == "replace:" and field == "find":
+                field = "replace"
+                cur["replace"] = []
+                continue
+            if line == "end":
+                cur["find"] = "\n".join(cur["find"])
+                cur["replace"] = "\n".join(cur.get("replace", []))
+                mutants.append(cur)
+                cur, field = None, None
+                continue
+            cur[field].append(line)
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.match(r"^(\w+):\s*(.*)$", line)
+        if not m:
+            sys.exit(f"{path}:{ln}: cannot parse: {line!r}")
+        key, val = m.group(1), m.group(2)
+        if key == "mutant":
+            if cur is not None:
+                sys.exit(f"{path}:{ln}: mutant {cur['name']} has no 'end'")
+            cur = {"name": val, "line": ln}
+        elif cur is None:
+            sys.exit(f"{path}:{ln}: {key} outside a mutant")
+        elif key == "find":
+            field = "find"
+            cur["find"] = []
+        elif key in ("file", "why", "tests", "origin"):
+            cur[key] = val
+        else:
+            sys.exit(f"{path}:{ln}: unknown key {key}")
+    names = [m["name"] for m in mutants]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        sys.exit(f"duplicate mutant names: {sorted(dup)}")
+    for m in mutants:
+        for k in ("file", "why", "tests", "find"):
+            if k not in m:
+                sys.exit(f"{path}:{m['line']}: mutant {m['name']} lacks {k}")
+        m["tests"] = m["tests"].split()
+    return mutants
+
+
+# ---------------------------------------------------------------- the server
+def run(cmd, cwd=None, env=None, timeout=None, user=None, check=True, quiet=True):
+    if user:
+        cmd = ["runuser", "-u", user, "--"] + cmd
+    p = subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout,
+                       stdout=subprocess.PIPE if quiet else None,
+                       stderr=subprocess.STDOUT if quiet else None, text=True)
+    if check and p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout or ''}")
+    return p
+
+
+def pg_config(key):
+    return subprocess.check_output(["pg_config", "--" + key], text=True).strip()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A relocated copy of the system's PostgreSQL with its own cluster."""
+
+    def __init__(self, work):
+        self.work = work
+        self.root = os.path.join(work, "root")
+        bindir, pkglib, share = pg_config("bindir"), pg_config("pkglibdir"), pg_config("sharedir")
+        self.bindir = self.root + bindir
+        self.pkglib = self.root + pkglib
+        for d in (bindir, pkglib, share):
+            dst = self.root + d
+            if not os.path.exists(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copytree(d, dst, symlinks=True)
+        self.data = os.path.join(work, "data")
+        self.sock = os.path.join(work, "sock")
+        self.port = free_port()
+        # postgres will not run as root
+        self.user = "postgres" if os.geteuid() == 0 else None
+        os.makedirs(self.sock, exist_ok=True)
+        if self.user:
+            pw = pwd.getpwnam(self.user)
+            for d in (work, self.sock):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+        self.env = dict(os.environ, PGHOST=self.sock, PGPORT=str(self.port),
+                        PGUSER=self.user or pwd.getpwuid(os.geteuid()).pw_name,
+                        PGDATABASE="postgres")
+        for k in ("PGSERVICE", "PGPASSWORD", "PGOPTIONS"):
+            self.env.pop(k, None)
+
+    def initdb(self):
+        run([self.bindir + "/initdb", "-D", self.data, "-E", "UTF8", "--locale=C.UTF-8",
+             "-A", "trust", "-U", self.env["PGUSER"]], user=self.user)
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(f"port = {self.port}\nunix_socket_directories = '{self.sock}'\n"
+                    "listen_addresses = ''\nfsync = off\nsynchronous_commit = off\n"
+                    "full_page_writes = off\nmax_connections = 40\n")
+
+    def start(self):
+        run([self.bindir + "/pg_ctl", "-D", self.data, "-l", os.path.join(self.work, "server.log"),
+             "-w", "start"], user=self.user)
+
+    def stop(self, mode="fast"):
+        run([self.bindir + "/pg_ctl", "-D", self.data, "-m", mode, "-w", "stop"],
+            user=self.user, check=False)
+
+    def clear_weight_files(self):
+        # a mutated build's shared weights files must not outlive it
+        shutil.rmtree(os.path.join(self.data, "pgsql_tmp_transformer"), ignore_errors=True)
+
+
+# ---------------------------------------------------------------- tests
+class Suite:
+    def __init__(self, tree, server):
+        self.tree, self.server = tree, server
+        self.baseline = {}
+
+    def all_tests(self):
+        mk = open(os.path.join(self.tree, "Makefile")).read()
+        regress = re.search(r"^REGRESS\s*=\s*(.*)$", mk, re.M).group(1).split()
+        taps = sorted(f[:-4] for f in os.listdir(os.path.join(self.tree, "test", "pgtap"))
+                      if f.endswith(".sql"))
+        return ["unit"] + ["regress:" + r for r in regress] + ["tap:" + t for t in taps]
+
+    def command(self, test):
+        kind, _, name = test.partition(":")
+        if kind == "unit":
+            return ["test/unit/test_core", "test/fixtures/core_ops.txt"]
+        if kind == "regress":
+            return ["make", "-s", "installcheck", "REGRESS=" + name]
+        if kind == "tap":
+            return ["pg_prove", "-d", "mutation_tap", f"test/pgtap/{name}.sql"]
+        sys.exit(f"unknown test {test}")
+
+    def prepare(self):
+        env = self.server.env
+        run(["dropdb", "--if-exists", "mutation_tap"], env=env)
+        run(["createdb", "-E", "UTF8", "-T", "template0", "mutation_tap"], env=env)
+        run(["psql", "-X", "-q", "-d", "mutation_tap", "-c", "CREATE EXTENSION pgtap"], env=env)
+
+    def run(self, test):
+        """(passed, seconds, tail of output)"""
+        limit = None
+        if test in self.baseline:
+            limit = self.baseline[test] * SLOW_FACTOR + SLOW_EXTRA
+        t0 = time.time()
+        try:
+            p = subprocess.run(self.command(test), cwd=self.tree, env=self.server.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=limit, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            # a mutant without interrupt checks cannot be cancelled: restart
+            self.server.stop("immediate")
+            self.server.start()
+            self.prepare()
+            return False, time.time() - t0, f"ran past {limit:.0f} s (unmutated: {self.baseline[test]:.1f} s)"
+        dt = time.time() - t0
+        out = p.stdout
+        if test.startswith("regress:") and p.returncode != 0:
+            diffs = os.path.join(self.tree, "regression.diffs")
+            if os.path.exists(diffs):
+                out += open(diffs, errors="replace").read()
+        return p.returncode == 0, dt, "\n".join(out.strip().split("\n")[-12:])
+
+
+# ---------------------------------------------------------------- the tree
+def copy_tree(dst):
+    files = subprocess.check_output(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"],
+                                    text=True).split("\n")
+    # the build's outputs too, if there (times kept): make then rebuilds only what a mutant changes
+    for pattern in ("src/*.o", "transformer.so", "test/unit/obj/*.o", "test/unit/test_core"):
+        files += [os.path.relpath(f, REPO) for f in glob.glob(os.path.join(REPO, pattern))]
+    for f in files:
+        if not f or not os.path.isfile(os.path.join(REPO, f)):
+            continue
+        d = os.path.join(dst, f)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        shutil.copy2(os.path.join(REPO, f), d)
+    # the tests read ../shared/data, relative to the repository
+    shared = os.path.join(os.path.dirname(REPO), "shared")
+    if os.path.isdir(shared):
+        os.symlink(shared, os.path.join(os.path.dirname(dst), "shared"))
+
+
+def build(tree, what):
+    """Build the extension ("so") or the unit tests ("unit"); None, or make's output on failure."""
+    target = ["test/unit/test_core"] if what == "unit" else []
+    p = run(["make", "-s", "-j2"] + target, cwd=tree, check=False)
+    return None if p.returncode == 0 else p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only")
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+
+    mutants = parse_mutants(MUTANTS)
+    if args.only:
+        want = args.only.split(",")
+        unknown = set(want) - {m["name"] for m in mutants}
+        if unknown:
+            sys.exit(f"unknown mutants: {sorted(unknown)}")
+        mutants = [m for m in mutants if m["name"] in want]
+    if args.list:
+        for m in mutants:
+            log(f"{m['name']:32} {m['file']:24} {' '.join(m['tests'])}\n    {m['why']}")
+        return 0
+
+    # every mutant applies to the tree as it is: exactly one match
+    for m in mutants:
+        src = open(os.path.join(REPO, m["file"]), encoding="utf-8").read()
+        n = src.count(m["find"])
+        if n != 1:
+            sys.exit(f"mutant {m['name']}: its text occurs {n} times in {m['file']}")
+
+    work = args.work or f"/tmp/transformer-mutation-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    tree = os.path.join(work, "src", "main")
+    os.makedirs(tree)
+    t_start = time.time()
+    log(f"mutation testing in {work}: {len(mutants)} mutants")
+    copy_tree(tree)
+    server = Server(work)
+    suite = Suite(tree, server)
+    if build(tree, "so") or build(tree, "unit"):
+        sys.exit("the unmutated tree does not build")
+    run(["make", "-s", "install", "DESTDIR=" + server.root], cwd=tree)
+    so = os.path.join(tree, "transformer.so")
+    server.initdb()
+    server.start()
+    results = []
+    try:
+        suite.prepare()
+        # the tests named by mutants must pass unmutated (and give the time limits)
+        named = []
+        for m in mutants:
+            named += [t for t in m["tests"] if t not in named]
+        if args.full:
+            named = suite.all_tests()
+        for t in named:
+            ok, dt, out = suite.run(t)
+            if not ok:
+                sys.exit(f"{t} fails on the unmutated build:\n{out}")
+            suite.baseline[t] = dt
+            log(f"  unmutated: {t} passes ({dt:.1f} s)")
+
+        for i, m in enumerate(mutants, 1):
+            t0 = time.time()
+            path = os.path.join(tree, m["file"])
+            orig = open(path, encoding="utf-8").read()
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(orig.replace(m["find"], m["replace"], 1))
+            unit_needed = m["file"] in CORE_SRC
+            built = set()
+            try:
+                order = list(m["tests"])
+                rest = [t for t in suite.all_tests() if t not in order]
+                if not unit_needed:
+                    rest = [t for t in rest if t != "unit"]
+                caught = []
+                err = None
+                for t in order + rest:
+                    # built when first needed: a mutant caught by the unit tests needs no server build
+                    what = "unit" if t == "unit" else "so"
+                    if what not in built:
+                        err = build(tree, what)
+                        if err:
+                            break
+                        built.add(what)
+                        if what == "so":
+                            shutil.copy2(so, os.path.join(server.pkglib, "transformer.so"))
+                            server.clear_weight_files()
+                    ok, dt, out = suite.run(t)
+                    if not ok:
+                        caught.append(t)
+                        first = out.strip().split("\n")
+                        log(f"      {t} fails ({dt:.1f} s): " + " | ".join(first[-3:])[:300])
+                        if not args.full:
+                            break
+                if err:
+                    results.append((m, "BUILD FAILED", [], time.time() - t0))
+                    log(f"[{i}/{len(mutants)}] {m['name']}: does not build\n{err[-2000:]}")
+                    continue
+                status = "caught" if caught else "SURVIVED"
+                results.append((m, status, caught, time.time() - t0))
+                log(f"[{i}/{len(mutants)}] {m['name']}: {status}"
+                    + (f" by {', '.join(caught)}" if caught else "") + f" ({time.time() - t0:.0f} s)")
+            finally:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(orig)
+                os.utime(path)
+    finally:
+        server.stop("immediate")
+
+    log("\n| mutant | file | caught by | seconds |\n|---|---|---|---|")
+    for m, status, caught, dt in results:
+        by = ", ".join(caught) if caught else f"**{status}**"
+        log(f"| {m['name']} | {m['file']} | {by} | {dt:.0f} |")
+    n_caught = sum(1 for r in results if r[1] == "caught")
+    log(f"\n{n_caught} of {len(results)} mutants caught in {time.time() - t_start:.0f} s")
+    if n_caught == len(results):
+        shutil.rmtree(work, ignore_errors=True)
+        return 0
+    log(f"work directory kept: {work}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
