@@ -6,7 +6,9 @@
 # script (only the expected one: a translator finding the second model
 # dropped, 42704, caught), each backend's own memory (anonymous, so not the
 # shared weights files) every 10 s (it must stay flat), and that the postmaster never restarted.  Needs a server (PGHOST
-# etc.); run as root or postgres to read the backends' memory.
+# etc.); run as root or postgres to read the backends' memory.  Runs of 5
+# minutes or more print the memory by minute (SOAK_MEMORY_OUT=file keeps
+# every sample: time, pid, kB).
 #   bench/soak.sh [SECONDS]        (make soak: 30 s, in make test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +91,13 @@ failed=$(awk '/^number of failed transactions/ {print $5}' "$work/pgbench.out")
 awk '{n[$2]++; if (n[$2] == 2) first[$2] = $3; last[$2] = $3; max[$2] = ($3 > max[$2] ? $3 : max[$2])}
      END {for (p in n) if (n[p] >= 3) { d = last[p] - first[p]; if (d > worst) worst = d; cnt++; sum += last[p] }
           printf "memory: %d backends sampled every %d s; their own (anonymous) memory at the end %.1f MB on average; the largest growth from the second sample to the last %.1f MB\n", cnt, iv, (cnt ? sum / cnt / 1024 : 0), worst / 1024 }' iv="$interval" "$work/memory"
+# the series, a line per minute (long runs): is the memory bounded, not just slow to grow?
+if [ "$SECS" -ge 300 ]; then
+	echo "memory by minute (MB of anonymous memory per backend: mean, largest):"
+	awk 'NR == 1 {t0 = $1} {m = int(($1 - t0) / 60); s[m] += $3; c[m]++; if ($3 > mx[m]) mx[m] = $3; if (m > last) last = m}
+	     END {for (i = 0; i <= last; i++) if (c[i]) printf "  minute %2d: %6.1f %6.1f\n", i + 1, s[i] / c[i] / 1024, mx[i] / 1024}' "$work/memory"
+	[ -n "${SOAK_MEMORY_OUT:-}" ] && cp "$work/memory" "$SOAK_MEMORY_OUT"
+fi
 now=$(q -c "SELECT pg_postmaster_start_time()")
 if [ "$now" != "$start" ]; then
 	echo "soak: the postmaster restarted ($start -> $now)" >&2
