@@ -252,6 +252,8 @@ def build(tree, what):
 
 
 def main():
+    # a kill ends like Ctrl-C: the private server is stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutation testing: terminated"))
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
     ap.add_argument("--full", action="store_true")
