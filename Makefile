@@ -126,6 +126,11 @@ browser:
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
 test: unittest sanitize installcheck prove concurrency soak weight-cache dump crash browser mutation citus
 
+# The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
+sanitize-server:
+	test/sanitize_server/run.sh
+.PHONY: sanitize-server
+
 # Mutation testing: deliberate bugs (test/mutation/mutants.txt), each caught by a test (needs root or postgres' rights to run a private server)
 mutation:
 	$(PYTHON) test/mutation/run.py

@@ -488,7 +488,8 @@ transformer_weight_files(PG_FUNCTION_ARGS)
  * slot chosen by the fingerprint in a region processes leave free; a slot
  * already taken in a backend means that backend builds its own copy.
  */
-#define TOK_REGION ((uintptr_t) 0x600000000000ULL)
+/* below ASan's heap (from 0x600000000000), so sanitized builds share them too */
+#define TOK_REGION ((uintptr_t) 0x500000000000ULL)
 #define TOK_SLOT ((size_t) 256 * 1024 * 1024)
 #define TOK_SLOTS 1024
 #define TOK_HEADER 4096

@@ -1,11 +1,14 @@
 #!/bin/bash
 # Every fuzzer over its seeds, then SECONDS more of each (libFuzzer, ASan,
-# UBSan): executions and crashes per fuzzer; exits non-zero on any crash.
+# UBSan), two at a time: executions and crashes per fuzzer; exits non-zero
+# on any crash.
 #   test/fuzz/sanitize.sh [SECONDS]     (make sanitize)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-60}
-fail=0
+# two at a time (one per core); each writes its verdict to a file
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 run() {
 	local name=$1 maxlen=$2 corpus=$3; shift 3
 	mkdir -p "$corpus"
@@ -15,15 +18,20 @@ run() {
 	local runs
 	runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "test/fuzz/$name.log" | awk '{print $2}')
 	if [ $rc -ne 0 ]; then
-		echo "FAIL $name: exit $rc after ${runs:-?} executions" >&2
-		grep -E 'ERROR|runtime error|SUMMARY' "test/fuzz/$name.log" | head -5 >&2
-		fail=1
+		{ echo "FAIL $name: exit $rc after ${runs:-?} executions"
+		  grep -E 'ERROR|runtime error|SUMMARY' "test/fuzz/$name.log" | head -5; } > "$out/$name.fail"
 	else
-		echo "ok   $name: ${runs} executions in ${SECONDS_EACH} s, 0 crashes"
+		echo "ok   $name: ${runs} executions in ${SECONDS_EACH} s, 0 crashes" > "$out/$name.ok"
 	fi
 }
-run fuzz_spm_model 1048576 test/fuzz/corpus-run test/fuzz/seeds
-run fuzz_safetensors_header 65536 test/fuzz/corpus-safetensors test/fuzz/seeds_safetensors
-run fuzz_text 4096 test/fuzz/corpus-text
-run fuzz_weight_file 65536 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_file
-exit $fail
+run fuzz_spm_model 1048576 test/fuzz/corpus-run test/fuzz/seeds &
+run fuzz_safetensors_header 65536 test/fuzz/corpus-safetensors test/fuzz/seeds_safetensors &
+wait
+run fuzz_text 4096 test/fuzz/corpus-text &
+run fuzz_weight_file 65536 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_file &
+wait
+for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file; do
+	[ -f "$out/$name.ok" ] && cat "$out/$name.ok"
+	[ -f "$out/$name.fail" ] && cat "$out/$name.fail" >&2
+done
+! ls "$out"/*.fail >/dev/null 2>&1
