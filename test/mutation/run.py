@@ -222,7 +222,11 @@ class Suite:
             diffs = os.path.join(self.tree, "regression.diffs")
             if os.path.exists(diffs):
                 out += open(diffs, errors="replace").read()
-        return p.returncode == 0, dt, "\n".join(out.strip().split("\n")[-12:])
+        lines = out.strip().split("\n")
+        if test == "unit" and p.returncode != 0:
+            # the failed checks, not the last ones
+            lines = [l for l in lines if l.startswith("FAIL")][:2] + lines[-1:]
+        return p.returncode == 0, dt, "\n".join(lines[-12:])
 
 
 # ---------------------------------------------------------------- the tree
