@@ -33,6 +33,7 @@ OBJS = \
 	src/metrics.o \
 	src/sql_metrics.o \
 	src/sql_pictures.o \
+	src/xml_text.o \
 	src/weight_file.o \
 	src/weight_cache.o
 
@@ -211,6 +212,16 @@ fuzz-text: test/fuzz/fuzz_text
 
 .PHONY: fuzz-text
 
+test/fuzz/fuzz_svg_label: test/fuzz/fuzz_svg_label.c src/xml_text.c src/xml_text.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
+	  test/fuzz/fuzz_svg_label.c src/xml_text.c
+
+fuzz-svg-label: test/fuzz/fuzz_svg_label
+	mkdir -p test/fuzz/corpus-svg-label
+	test/fuzz/fuzz_svg_label -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 test/fuzz/corpus-svg-label
+
+.PHONY: fuzz-svg-label
+
 # The core under AddressSanitizer and UndefinedBehaviorSanitizer (clang): the
 # unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
 SANITIZE_SECONDS ?= 60
@@ -218,7 +229,7 @@ SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
 
-FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file
+FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
 sanitize: test/unit/test_core_san $(FUZZERS)
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \
 	  { tail -20 test/unit/test_core_san.log; exit 1; }

@@ -21,6 +21,8 @@ SELECT heatmap_svg(array_fill(1::real, ARRAY[1001, 1]));
 SELECT length(heatmap_svg(attention_weights('{{1,0},{0,1},{1,1}}', '{{1,0},{0,1}}'), '{q1,q2,q3}', '{k1,k2}')) > 0 AS from_attention_weights;
 SELECT heatmap_svg('{{1}}', ARRAY[E'<script>alert(1)</script>\u0001'], ARRAY['שלום & مرحبا']) ~ '&lt;script&gt;alert\(1\)&lt;/script&gt;' AS escaped;
 SELECT xml_is_well_formed_document(heatmap_svg('{{0.5,0.25},{0,1}}', ARRAY['<', '&amp;'], ARRAY['שלום', E'\t"'], E'\'title\'')) AS well_formed;
+-- U+FFFE and U+FFFF are valid text but not XML characters: U+FFFD instead
+SELECT xml_is_well_formed_document(heatmap_svg('{{1}}', ARRAY[E'a\uFFFEb'], ARRAY[E'\uFFFF'])) AS noncharacters_replaced;
 -- attention_svg: one layer of attention_map() as a heatmap
 SELECT import_model('multi30k_de_en') > 0 AS imported;
 SELECT xml_is_well_formed_document(attention_svg('Ein Mann fährt Fahrrad.', 'multi30k_de_en')) AS cross_well_formed;

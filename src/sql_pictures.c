@@ -14,9 +14,11 @@
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "model.h"
 #include "pg_arrays.h"
+#include "xml_text.h"
 
 /* cells of at most this many rows and columns: a picture, not a dump */
 #define MAX_SIDE 1000
@@ -46,36 +48,19 @@ positional_encoding(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(out);
 }
 
-/* s as XML character data: & < > " ' escaped, characters XML forbids replaced. */
+/* s as XML character data (tf_xml_escape), appended to b. */
 static void
 append_xml(StringInfo b, const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *) s; *p; p++)
-	{
-		switch (*p)
-		{
-			case '&':
-				appendStringInfoString(b, "&amp;");
-				break;
-			case '<':
-				appendStringInfoString(b, "&lt;");
-				break;
-			case '>':
-				appendStringInfoString(b, "&gt;");
-				break;
-			case '"':
-				appendStringInfoString(b, "&quot;");
-				break;
-			case '\'':
-				appendStringInfoString(b, "&#39;");
-				break;
-			default:
-				if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
-					appendStringInfoString(b, "\xEF\xBF\xBD");	/* U+FFFD */
-				else
-					appendStringInfoChar(b, (char) *p);
-		}
-	}
+	size_t		len = strlen(s);
+
+	if (len > (MaxAllocSize - 1 - (size_t) b->len) / 6)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the picture would be too large"),
+				 errdetail("Its labels and title take more than 1 GB once escaped.")));
+	enlargeStringInfo(b, (int) TF_XML_ESCAPED_MAX(len));
+	b->len += (int) tf_xml_escape(b->data + b->len, s, len);
 }
 
 /* Labels of a text[] argument: n strings in UTF-8, or NULL if the argument is NULL. */

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every fuzzer over its seeds, then SECONDS more of each (libFuzzer, ASan,
-# UBSan), two at a time: executions and crashes per fuzzer; exits non-zero
+# UBSan), two at a time (three in the last round): executions and crashes per fuzzer; exits non-zero
 # on any crash.
 #   test/fuzz/sanitize.sh [SECONDS]     (make sanitize)
 set -uo pipefail
@@ -29,8 +29,9 @@ run fuzz_safetensors_header 65536 test/fuzz/corpus-safetensors test/fuzz/seeds_s
 wait
 run fuzz_text 4096 test/fuzz/corpus-text &
 run fuzz_weight_file 65536 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_file &
+run fuzz_svg_label 4096 test/fuzz/corpus-svg-label &		# the cheapest: a third beside them
 wait
-for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file; do
+for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file fuzz_svg_label; do
 	[ -f "$out/$name.ok" ] && cat "$out/$name.ok"
 	[ -f "$out/$name.fail" ] && cat "$out/$name.fail" >&2
 done
