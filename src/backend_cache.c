@@ -31,8 +31,6 @@ PG_FUNCTION_INFO_V1(transformer_invalidate_cache);
 Datum
 transformer_invalidate_cache(PG_FUNCTION_ARGS)
 {
-	TriggerData *td = (TriggerData *) fcinfo->context;
-
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "transformer_invalidate_cache: not called as a trigger");
 	/*
@@ -41,15 +39,9 @@ transformer_invalidate_cache(PG_FUNCTION_ARGS)
 	 * Citus the trigger fires on a shard of the table, which no cache
 	 * watches.
 	 */
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
-	for (int i = 0; i < 3; i++)
-	{
-		static const char *const tables[3] = {"transformer_models", "transformer_tensors", "transformer_tokenizers"};
-		Oid			oid = ExtensionTableOid(tables[i]);
-
-		if (OidIsValid(oid) && oid != RelationGetRelid(td->tg_relation))
-			CacheInvalidateRelcacheByRelid(oid);
-	}
+	CacheInvalidateRelcacheByRelid(ExtensionTableOid("transformer_models"));
+	CacheInvalidateRelcacheByRelid(ExtensionTableOid("transformer_tensors"));
+	CacheInvalidateRelcacheByRelid(ExtensionTableOid("transformer_tokenizers"));
 	return PointerGetDatum(NULL);
 }
 

@@ -661,10 +661,10 @@ bump_alloc(void *ctx, size_t size)
 	return b->base + at;
 }
 
-/* counting, for the size of the image */
+/* counting, for the size of the image: the private build's allocator, each size noted */
 typedef struct Counting
 {
-	MemoryContext cxt;
+	SpmAlloc	inner;
 	size_t		used;
 } Counting;
 
@@ -672,14 +672,10 @@ static void *
 counting_alloc(void *ctx, size_t size)
 {
 	Counting   *c = ctx;
+	void	   *p = c->inner.alloc(c->inner.ctx, size);
 
-	if (size > MaxAllocSize)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the tokenizer would need a buffer of %zu bytes", size),
-				 errdetail("The limit is %zu bytes.", (size_t) MaxAllocSize)));
 	c->used = TYPEALIGN(16, c->used) + size;
-	return MemoryContextAllocZero(c->cxt, size);
+	return p;
 }
 
 void
@@ -688,7 +684,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 {
 	static uint32 counter = 0;
 	MemoryContext priv = AllocSetContextCreate(t->cxt, "transformer tokenizer", ALLOCSET_DEFAULT_SIZES);
-	Counting	counting = {priv, 0};
+	Counting	counting = {PgAllocator(priv), 0};
 	SpmAlloc	a = {counting_alloc, &counting};
 	char	   *path,
 			   *tmp;

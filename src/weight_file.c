@@ -331,6 +331,25 @@ tf_wfile_build_tag(void)
 	return tag;
 }
 
+/* Everything of the header but the checksum, for a file of len bytes. */
+static void
+set_header(WHeader *h, const TfModel *m, const char *build, uint64_t fingerprint,
+		   size_t len, size_t nfields, size_t arena_off)
+{
+	memcpy(h->magic, WFILE_MAGIC, 8);
+	h->version = WFILE_VERSION;
+	h->endian = WFILE_ENDIAN;
+	memset(h->build, 0, sizeof(h->build));
+	strcpy(h->build, build);
+	h->fingerprint = fingerprint;
+	h->file_len = len;
+	h->table_off = TF_WFILE_HEADER;
+	h->nfields = nfields;
+	h->arena_off = arena_off;
+	h->arena_len = len - arena_off;
+	dims_of(&m->cfg, h->dims);
+}
+
 const char *
 tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 			   size_t arena_len, const char *build, uint64_t fingerprint)
@@ -352,17 +371,7 @@ tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 		return v.error;
 	if (v.n != nfields)
 		return "the weights are not those of the configuration";
-	memcpy(h->magic, WFILE_MAGIC, 8);
-	h->version = WFILE_VERSION;
-	h->endian = WFILE_ENDIAN;
-	strcpy(h->build, build);
-	h->fingerprint = fingerprint;
-	h->file_len = len;
-	h->table_off = TF_WFILE_HEADER;
-	h->nfields = nfields;
-	h->arena_off = arena_off;
-	h->arena_len = arena_len;
-	dims_of(&m->cfg, h->dims);
+	set_header(h, m, build, fingerprint, len, nfields, arena_off);
 	memcpy((char *) out + arena_off, arena, arena_len);
 	h->checksum = tf_checksum64((const char *) out + CHECKED_FROM, len - CHECKED_FROM, 0);
 	return NULL;
@@ -377,18 +386,7 @@ tf_wfile_fix_header(void *file, size_t len, const TfModel *m, const char *build,
 
 	if (len < arena_off || strlen(build) >= sizeof(h->build))
 		return -1;
-	memcpy(h->magic, WFILE_MAGIC, 8);
-	h->version = WFILE_VERSION;
-	h->endian = WFILE_ENDIAN;
-	memset(h->build, 0, sizeof(h->build));
-	strcpy(h->build, build);
-	h->fingerprint = fingerprint;
-	h->file_len = len;
-	h->table_off = TF_WFILE_HEADER;
-	h->nfields = nfields;
-	h->arena_off = arena_off;
-	h->arena_len = len - arena_off;
-	dims_of(&m->cfg, h->dims);
+	set_header(h, m, build, fingerprint, len, nfields, arena_off);
 	return 0;
 }
 
