@@ -35,10 +35,12 @@ OBJS = \
 	src/sql_pictures.o \
 	src/xml_text.o \
 	src/weight_file.o \
-	src/weight_cache.o
+	src/weight_cache.o \
+	src/input_limit.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.3.0.sql \
-	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql
+	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
+	sql/transformer--0.3.0--0.4.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

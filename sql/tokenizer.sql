@@ -71,8 +71,12 @@ SELECT detokenize('{300}', 'uni');
 SELECT detokenize('{8}', 'uni_vocab');
 SELECT detokenize('{1,NULL}', 'uni');
 SELECT detokenize('{{1,2}}', 'uni');
--- too long to tokenize
+-- too long to tokenize: transformer.max_input_bytes first (10 MB by default) ...
 SELECT tokenize(repeat('a', 17000000), 'uni');
+-- ... and, above it, the tokenizer's own bound on the normalized form
+SET transformer.max_input_bytes = '1GB';
+SELECT tokenize(repeat('a', 17000000), 'uni');
+RESET transformer.max_input_bytes;
 -- nothing of the failed loads was stored
 SELECT name FROM transformer_tokenizers ORDER BY name;
 SELECT drop_tokenizer('uni'), drop_tokenizer('bpe'), drop_tokenizer('uni_vocab'), drop_tokenizer('minimal');

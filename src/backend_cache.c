@@ -33,6 +33,9 @@ transformer_invalidate_cache(PG_FUNCTION_ARGS)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "transformer_invalidate_cache: not called as a trigger");
+	/* on any other table (a superuser's own trigger, say) it does nothing */
+	if (!IsExtensionTableOrShard(RelationGetRelid(((TriggerData *) fcinfo->context)->tg_relation)))
+		return PointerGetDatum(NULL);
 	/*
 	 * Reaches every backend at commit, and this one at the next command.
 	 * The extension's tables by name, not the trigger's relation: under

@@ -10,6 +10,7 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "common/hashfn.h"
@@ -20,6 +21,7 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "ext_tables.h"
 
@@ -92,6 +94,53 @@ ExtensionTableOid(const char *relname)
 	if (!OidIsValid(rel))
 		elog(ERROR, "table %s of extension transformer is missing", relname);
 	return rel;
+}
+
+static Oid
+rel_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+bool
+IsExtensionTableOrShard(Oid relid)
+{
+	static const char *const tables[] = {"transformer_models", "transformer_tensors", "transformer_tokenizers"};
+	Oid			nsp = extension_schema();
+	char	   *relname;
+
+	if (get_rel_namespace(relid) != nsp)
+		return false;
+	relname = get_rel_name(relid);
+	if (relname == NULL)
+		return false;
+	for (int i = 0; i < lengthof(tables); i++)
+	{
+		size_t		n = strlen(tables[i]);
+		Oid			table = get_relname_relid(tables[i], nsp);
+		const char *p;
+
+		if (!OidIsValid(table))
+			continue;
+		if (relid == table)
+			return true;
+		/* a Citus shard: "<table>_<shard id>", beside the table and of its owner */
+		if (strncmp(relname, tables[i], n) != 0 || relname[n] != '_' || relname[n + 1] == '\0')
+			continue;
+		for (p = relname + n + 1; *p >= '0' && *p <= '9'; p++)
+			;
+		if (*p == '\0' && get_rel_relkind(relid) == RELKIND_RELATION &&
+			rel_owner(relid) == rel_owner(table))
+			return true;
+	}
+	return false;
 }
 
 char *

@@ -22,6 +22,12 @@ extern void ExtSpiFinish(int guc_level);
 /* OID of a table of the extension, looked up in the extension's schema. */
 extern Oid	ExtensionTableOid(const char *relname);
 
+/*
+ * Is relid one of the extension's three tables, or under Citus a shard of
+ * one ("<table>_<shard id>" in the same schema, of the same owner)?
+ */
+extern bool IsExtensionTableOrShard(Oid relid);
+
 /* Quoted schema-qualified name of a table of the extension, for SPI. */
 extern char *ExtensionTableName(const char *relname);
 

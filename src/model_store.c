@@ -807,6 +807,7 @@ load_model(void *e, const char *name)
 	HeapTuple	row;
 	TupleDesc	desc;
 	uint64		fingerprint;
+	char	   *version;
 
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
@@ -814,10 +815,11 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, xmin::text || ' ' || ctid::text "
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s "
 					 "FROM %s WHERE name = $1",
 					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
 					 "NULL::jsonb, NULL::text, NULL::text",
+					 RowVersionSql("transformer_models"),
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -842,9 +844,21 @@ load_model(void *e, const char *name)
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
 
-	/* the shared file of this version of the rows, or the tables */
-	fingerprint = ModelFingerprint(name, SPI_getvalue(row, desc, 7));
-	if (MapSharedWeights(entry, name, fingerprint))
+	/*
+	 * The shared file of this version of the rows, or the tables.  Rows of
+	 * this transaction, or of tables without file_id, stay private.
+	 */
+	version = SPI_getvalue(row, desc, 7);
+	fingerprint = 0;
+	if (version != NULL)
+	{
+		bool		uncommitted;
+
+		fingerprint = ModelFingerprint(name, version, &uncommitted);
+		if (uncommitted)
+			fingerprint = 0;
+	}
+	if (fingerprint != 0 && MapSharedWeights(entry, name, fingerprint))
 		entry->weight_bytes = entry->shared_file_bytes;
 	else
 	{

@@ -14,6 +14,7 @@
 
 #include "ext_tables.h"
 #include "segment.h"
+#include "input_limit.h"
 #include "tokenizer.h"
 #include "translate.h"
 
@@ -79,7 +80,7 @@ sentences(PG_FUNCTION_ARGS)
 		locale = text_to_cstring(PG_GETARG_TEXT_PP(1));
 		CheckLocale(locale);
 	}
-	s = ToUtf8(PG_GETARG_TEXT_PP(0), &len);
+	s = ToUtf8(InputTextArg(fcinfo, 0), &len);
 	b = SentenceBounds(s, len, locale, &n);
 	for (int i = 0; i < n; i++)
 	{

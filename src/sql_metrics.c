@@ -13,6 +13,7 @@
 #include "utils/memutils.h"
 
 #include "metrics.h"
+#include "input_limit.h"
 #include "tokenizer.h"
 
 /* The state: a 1-D float8[] of n finite statistics; ERROR otherwise. */
@@ -53,8 +54,8 @@ Accumulate(FunctionCallInfo fcinfo, int n, AddStats add)
 	ArrayType  *out;
 
 	memcpy(stats, CheckState(PG_GETARG_ARRAYTYPE_P(0), n), sizeof(double) * n);
-	hyp = ToUtf8(PG_GETARG_TEXT_PP(1), &hl);
-	ref = ToUtf8(PG_GETARG_TEXT_PP(2), &rl);
+	hyp = ToUtf8(InputTextArg(fcinfo, 1), &hl);
+	ref = ToUtf8(InputTextArg(fcinfo, 2), &rl);
 	add(stats, hyp, hl, ref, rl, &a);
 	MemoryContextDelete(cxt);
 	out = NewState(stats, n);

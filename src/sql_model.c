@@ -30,6 +30,7 @@
 #include "model_store.h"
 #include "pg_arrays.h"
 #include "server_files.h"
+#include "input_limit.h"
 #include "translate.h"
 
 
@@ -214,7 +215,7 @@ embed(PG_FUNCTION_ARGS)
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	CachedModel *cm = GetModel(model);
 	int			n;
-	int		   *ids = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
 	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
 
 	tf_embed(&cm->model, n, ids, (float *) ARR_DATA_PTR(result));
@@ -228,7 +229,7 @@ encode(PG_FUNCTION_ARGS)
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	CachedModel *cm = GetModel(model);
 	int			n;
-	int		   *ids = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
 	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
 	SpmAlloc	a = DecodeWorkspace(CurrentMemoryContext);
 
@@ -411,7 +412,7 @@ translate_text(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
 	GetCallOptions(fcinfo, &o);
-	in = PG_GETARG_TEXT_PP(0);
+	in = InputTextArg(fcinfo, 0);
 	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
 	PG_RETURN_TEXT_P(out);
 }
@@ -430,7 +431,7 @@ generate(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
 	GetCallOptions(fcinfo, &o);
-	n = GenerateIds(GetModel(model), model, PG_GETARG_TEXT_PP(0), &o, &out);
+	n = GenerateIds(GetModel(model), model, InputTextArg(fcinfo, 0), &o, &out);
 	d = palloc(sizeof(Datum) * (n + 1));
 	for (int i = 0; i < n; i++)
 		d[i] = Int32GetDatum(out[i]);
@@ -452,7 +453,7 @@ translate_default(PG_FUNCTION_ARGS)
 				 errmsg("no model to translate with"),
 				 errhint("Set transformer.default_model, or call translate(input, model).")));
 	memset(&o, 0, sizeof(o));
-	in = PG_GETARG_TEXT_PP(0);
+	in = InputTextArg(fcinfo, 0);
 	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
 	PG_RETURN_TEXT_P(out);
 }
@@ -565,7 +566,11 @@ translate_batch(PG_FUNCTION_ARGS)
 	outs = palloc(sizeof(text *) * (n + 1));
 	d = palloc(sizeof(Datum) * (n + 1));
 	for (int i = 0; i < n; i++)
+	{
+		if (!nulls[i])
+			CheckInputSize(elems[i]);
 		docs[i] = nulls[i] ? NULL : DatumGetTextPP(elems[i]);
+	}
 	TranslateDocuments(cm, model, n, docs, &o, outs);
 	for (int i = 0; i < n; i++)
 		d[i] = outs[i] ? PointerGetDatum(outs[i]) : (Datum) 0;
@@ -664,9 +669,9 @@ attention_map(PG_FUNCTION_ARGS)
 	stok = GetTokenizer(cm->source_tokenizer);
 	ttok = GetTokenizer(cm->target_tokenizer);
 	GetCallOptions(fcinfo, &o);
-	src = SourceIds(cm, model, PG_GETARG_TEXT_PP(0), &n);
+	src = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
 	DecodeOptions(cm, model, n, &o, &opt);
-	nout = GenerateIds(cm, model, PG_GETARG_TEXT_PP(0), &o, &out);
+	nout = GenerateIds(cm, model, InputTextArg(fcinfo, 0), &o, &out);
 	/* EOS ended it, unless the length did */
 	T = nout + (nout < opt.max_length - 1 ? 1 : 0);
 	tokens = palloc(sizeof(int) * (T + 1));

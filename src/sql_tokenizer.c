@@ -16,6 +16,7 @@
 #include "utils/memutils.h"
 
 #include "server_files.h"
+#include "input_limit.h"
 #include "tokenizer.h"
 #include "weight_cache.h"
 
@@ -94,10 +95,13 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 	args[1] = PointerGetDatum(bytes);
 	args[2] = vocab ? JsonbPGetDatum(vocab) : (Datum) 0;
 
+	/* a replaced row gets a new file_id (0.4.0's tables): never its old files' name */
 	query = psprintf("INSERT INTO %s AS t (name, model, vocab) VALUES ($1, $2, $3) "
 					 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
-					 "vocab = EXCLUDED.vocab, created = EXCLUDED.created",
-					 ExtensionTableName("transformer_tokenizers"));
+					 "vocab = EXCLUDED.vocab, created = EXCLUDED.created%s",
+					 ExtensionTableName("transformer_tokenizers"),
+					 strcmp(RowVersionSql("transformer_tokenizers"), "NULL::text") != 0 ?
+					 ", file_id = EXCLUDED.file_id" : "");
 	LockObjectName(EXT_LOCK_TOKENIZER, name);
 	RemoveSharedTokenizer(name);
 	level = ExtSpiConnect();
@@ -197,7 +201,7 @@ static void
 Encode(FunctionCallInfo fcinfo, Tokenizer **tok, SpmEncoding *enc)
 {
 	*tok = GetTokenizer(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	EncodeText(*tok, PG_GETARG_TEXT_PP(0), enc);
+	EncodeText(*tok, InputTextArg(fcinfo, 0), enc);
 }
 
 PG_FUNCTION_INFO_V1(tokenize);

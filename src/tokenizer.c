@@ -258,6 +258,7 @@ load_tokenizer(void *e, const char *name)
 	int			level;
 	ErrorContextCallback errcb;
 	uint64		fingerprint;
+	char	   *version;
 
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
@@ -268,7 +269,7 @@ load_tokenizer(void *e, const char *name)
 	level = ExtSpiConnect();
 
 	/* the row's version first: a shared file of it is all this backend needs */
-	query = psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
+	query = psprintf("SELECT %s FROM %s WHERE name = $1", RowVersionSql("transformer_tokenizers"),
 					 ExtensionTableName("transformer_tokenizers"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tokenizers");
@@ -277,8 +278,12 @@ load_tokenizer(void *e, const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("tokenizer \"%s\" does not exist", name),
 				 errhint("Load one with import_tokenizer() or load_tokenizer().")));
-	fingerprint = TokenizerFingerprint(name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-	if (MapSharedTokenizer(entry, name, fingerprint))
+	/* rows of this transaction, or of tables without file_id, stay private (fingerprint 0) */
+	version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	fingerprint = 0;
+	if (version != NULL && !RowIsUncommitted(version))
+		fingerprint = TokenizerFingerprint(name, version);
+	if (fingerprint != 0 && MapSharedTokenizer(entry, name, fingerprint))
 	{
 		ExtSpiFinish(level);
 		error_context_stack = errcb.previous;

@@ -11,6 +11,7 @@
 #include "tensor_ops.h"
 #include "model_store.h"
 #include "tokenizer.h"
+#include "input_limit.h"
 #include "weight_cache.h"
 
 PG_MODULE_MAGIC;
@@ -68,6 +69,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	InitWeightCache();
+	InitInputLimit();
 	MarkGUCPrefixReserved("transformer");
 
 	spm_interrupt_hook = check_interrupts;

@@ -4,10 +4,22 @@
  *		the data directory, mapped read-only and shared, so the kernel's
  *		page cache holds the weights once (as llama.cpp does with mmap).
  *
- * The tables stay the truth.  A file is named by the database, the model
- * and a fingerprint of the model's rows (each row's xmin and ctid: any
- * INSERT, UPDATE or DELETE of them changes it), and its header carries the
- * build it was written by and a checksum (weight_file.c).  A backend that
+ * The tables stay the truth.  A file is named by the cluster (its system
+ * identifier), the database, the model and a fingerprint of the model's
+ * rows: the random file_id written with the models (or tokenizers) row at
+ * import, and each row's xmin and ctid (any INSERT, UPDATE or DELETE of
+ * them changes it), seeded with the cluster and the database.  Its header
+ * carries the build it was written by and a checksum (weight_file.c).
+ *
+ * Why not xmin and ctid alone: a crash loses the WAL tail of transactions
+ * that had not committed (and, with synchronous_commit off, of some that
+ * had), and their xids and ctids are handed out again, so a file built
+ * from lost rows would be taken for new rows.  Three rules make that
+ * impossible: the random file_id never repeats; a file is never published
+ * from rows this transaction has not committed (such a backend keeps a
+ * private copy); and the first backend to use the files after each start
+ * of the server (crash recovery included: shared memory is new then)
+ * removes every file of this cluster before anyone maps one.  A backend that
  * needs a model maps its file if it is there and checks out; otherwise it
  * reads the tables as before, writes the file (a temporary file, renamed
  * into place: two backends building at once leave one file, both usable),
@@ -31,10 +43,18 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "ext_tables.h"
@@ -50,6 +70,7 @@ char	   *transformer_weight_cache_dir = NULL;
 #define TOK_PREFIX "tok_"
 
 static void sweep_orphans(void);
+static void sweep_after_start(void);
 
 void
 InitWeightCache(void)
@@ -83,14 +104,28 @@ build_tag(void)
 	return tag;
 }
 
-/* "<database>_<model name in hex>_" */
+/* this cluster's system identifier, in every file name: a shared directory never mixes clusters */
+static uint64
+cluster_id(void)
+{
+	return GetSystemIdentifier();
+}
+
+/* "<system identifier>_" */
+static char *
+cluster_prefix(void)
+{
+	return psprintf(UINT64_FORMAT "_", cluster_id());
+}
+
+/* "<system identifier>_<database>_<model name in hex>_" */
 static char *
 file_prefix(Oid db, const char *model)
 {
 	StringInfoData s;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "%u_", db);
+	appendStringInfo(&s, UINT64_FORMAT "_%u_", cluster_id(), db);
 	for (const unsigned char *c = (const unsigned char *) model; *c; c++)
 		appendStringInfo(&s, "%02x", *c);
 	appendStringInfoChar(&s, '_');
@@ -104,13 +139,43 @@ file_path(const char *model, uint64 fingerprint)
 					(unsigned long long) fingerprint, FILE_SUFFIX);
 }
 
+/* the seed of every fingerprint: the cluster and the database, then a kind */
+static uint64
+fingerprint_seed(uint64 kind)
+{
+	uint64		ids[3] = {cluster_id(), (uint64) MyDatabaseId, kind};
+
+	return tf_checksum64(ids, sizeof(ids), 0x7472616e73ULL);
+}
+
+/* Is the xid in text (xmin::text) one of this transaction's, not yet committed? */
+static bool
+xid_text_is_ours(const char *xid)
+{
+	char	   *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(xid, &end, 10);
+	if (errno != 0 || end == xid || v > PG_UINT32_MAX)
+		return true;			/* unreadable: never publish */
+	return TransactionIdIsCurrentTransactionId((TransactionId) v);
+}
+
+bool
+RowIsUncommitted(const char *model_row)
+{
+	return xid_text_is_ours(model_row);
+}
+
 uint64
-ModelFingerprint(const char *model, const char *model_row)
+ModelFingerprint(const char *model, const char *model_row, bool *uncommitted)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(model)};
-	uint64		h = tf_checksum64(model_row, strlen(model_row), 0x7472616e73ULL);
+	uint64		h = tf_checksum64(model_row, strlen(model_row), fingerprint_seed(1));
 
+	*uncommitted = RowIsUncommitted(model_row);
 	/* inside the caller's ExtSpiConnect() */
 	if (SPI_execute_with_args(psprintf("SELECT name, xmin::text, ctid::text FROM %s WHERE model = $1 "
 									   "ORDER BY name COLLATE pg_catalog.\"C\"",
@@ -124,6 +189,8 @@ ModelFingerprint(const char *model, const char *model_row)
 
 			if (v != NULL)
 				h = tf_checksum64(v, strlen(v) + 1, h);
+			if (c == 2 && (v == NULL || xid_text_is_ours(v)))
+				*uncommitted = true;
 		}
 	return h ? h : 1;			/* 0 means none */
 }
@@ -200,6 +267,7 @@ MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
 {
 	if (!transformer_shared_weights)
 		return false;
+	sweep_after_start();
 	return map_file(cm, file_path(model, fingerprint), fingerprint, true);
 }
 
@@ -292,7 +360,7 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 	const char *why;
 	TfModel		saved = cm->model;
 
-	if (!transformer_shared_weights)
+	if (!transformer_shared_weights || fingerprint == 0)
 		return;
 	path = file_path(model, fingerprint);
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
@@ -357,7 +425,8 @@ file_info(const char *d_name)
 	const char *rest;
 	unsigned int db;
 	char		hex[2 * NAMEDATALEN + 1];
-	unsigned long long fp;
+	unsigned long long fp,
+				sysid;
 
 	memset(&fi, 0, sizeof(fi));
 	fi.tok = strncmp(d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
@@ -365,12 +434,13 @@ file_info(const char *d_name)
 	fi.state = "unknown";
 	if (strncmp(d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
 		fi.state = "being written";
-	else if (sscanf(rest, "%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &db, hex, &fp) == 3 && strlen(hex) % 2 == 0 &&
-			 strlen(hex) / 2 < NAMEDATALEN)
+	else if (sscanf(rest, "%llu_%u_%128[0-9a-f]_%16llx" FILE_SUFFIX, &sysid, &db, hex, &fp) == 4 &&
+			 strlen(hex) % 2 == 0 && strlen(hex) / 2 < NAMEDATALEN)
 	{
 		size_t		n = strlen(hex) / 2;
 		Oid			types[1] = {TEXTOID};
 		Datum		args[1];
+		const char *table;
 
 		for (size_t i = 0; i < n; i++)
 		{
@@ -382,6 +452,11 @@ file_info(const char *d_name)
 		fi.name[n] = '\0';
 		fi.db = (Oid) db;
 		fi.parsed = true;
+		if ((uint64) sysid != cluster_id())
+		{
+			fi.state = "other cluster";
+			return fi;
+		}
 		if (fi.db != MyDatabaseId)
 		{
 			args[0] = ObjectIdGetDatum(fi.db);
@@ -391,17 +466,25 @@ file_info(const char *d_name)
 			return fi;
 		}
 		args[0] = CStringGetTextDatum(fi.name);
-		SPI_execute_with_args(psprintf("SELECT xmin::text || ' ' || ctid::text FROM %s WHERE name = $1",
-									   ExtensionTableName(fi.tok ? "transformer_tokenizers" : "transformer_models")),
+		table = fi.tok ? "transformer_tokenizers" : "transformer_models";
+		SPI_execute_with_args(psprintf("SELECT %s FROM %s WHERE name = $1", RowVersionSql(table),
+									   ExtensionTableName(table)),
 							  1, types, args, NULL, true, 1);
 		if (SPI_processed == 0)
 			fi.state = "orphan";
 		else
 		{
 			char	   *row = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-			uint64		now = fi.tok ? TokenizerFingerprint(fi.name, row) : ModelFingerprint(fi.name, row);
+			bool		uncommitted = false;
+			uint64		now;
 
-			fi.state = now == (uint64) fp ? "current" : "stale";
+			if (row == NULL)
+				fi.state = "stale";
+			else
+			{
+				now = fi.tok ? TokenizerFingerprint(fi.name, row) : ModelFingerprint(fi.name, row, &uncommitted);
+				fi.state = now == (uint64) fp ? "current" : "stale";
+			}
 		}
 	}
 	return fi;
@@ -432,6 +515,106 @@ sweep_orphans(void)
 			unlink(psprintf("%s/%s", transformer_weight_cache_dir, de->d_name));
 	}
 	FreeDir(dir);
+}
+
+/*
+ * A row's version as SQL: xmin, ctid and the random file_id written at
+ * import.  Tables of 0.3.0 (not yet updated) have no file_id: NULL, and
+ * their models are not shared.
+ */
+const char *
+RowVersionSql(const char *table)
+{
+	if (get_attnum(ExtensionTableOid(table), "file_id") == InvalidAttrNumber)
+		return "NULL::text";
+	return "xmin::text || ' ' || ctid::text || ' ' || file_id::text";
+}
+
+/*
+ * The state of the directory since this start of the server, in shared
+ * memory: a small struct from the slack PostgreSQL leaves for libraries
+ * that were not preloaded, so new after every start and every crash
+ * restart.  0: nobody has swept yet; 1: a backend is sweeping; 2: swept.
+ */
+typedef struct WeightCacheShared
+{
+	pg_atomic_uint32 state;
+} WeightCacheShared;
+
+/* Remove every file of this cluster and every dead builder's temporary file. */
+static void
+remove_cluster_files(void)
+{
+	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
+	struct dirent *de;
+	const char *mine = cluster_prefix();
+	char	   *mine_tok = psprintf(TOK_PREFIX "%s", mine);
+	int			removed = 0;
+
+	if (dir == NULL)
+		return;
+	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
+	{
+		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
+		int			pid;
+
+		if (strncmp(de->d_name, mine, strlen(mine)) == 0 ||
+			strncmp(de->d_name, mine_tok, strlen(mine_tok)) == 0 ||
+			(sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && kill(pid, 0) != 0 && errno == ESRCH))
+		{
+			if (unlink(path) == 0)
+				removed++;
+		}
+		pfree(path);
+	}
+	FreeDir(dir);
+	if (removed > 0)
+		elog(LOG, "removed %d shared weights files left from before the server started", removed);
+}
+
+/*
+ * Before the first file is used after a start of the server: the first
+ * backend removes every file of this cluster (a file may have been built
+ * from rows a crash took away); the others wait for it.  Then, once per
+ * backend, the files of dropped databases and of names this database no
+ * longer has.
+ */
+static void
+sweep_after_start(void)
+{
+	static bool done_here = false;
+	WeightCacheShared *shared;
+	bool		found;
+	uint32		expected = 0;
+
+	if (done_here)
+		return;
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("transformer weight cache", sizeof(WeightCacheShared), &found);
+	if (!found)
+		pg_atomic_init_u32(&shared->state, 0);
+	LWLockRelease(AddinShmemInitLock);
+
+	if (pg_atomic_compare_exchange_u32(&shared->state, &expected, 1))
+	{
+		PG_TRY();
+		{
+			remove_cluster_files();
+		}
+		PG_FINALLY();
+		{
+			pg_atomic_write_u32(&shared->state, 2);
+		}
+		PG_END_TRY();
+	}
+	else
+		while (pg_atomic_read_u32(&shared->state) != 2)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
+	done_here = true;
+	sweep_orphans();
 }
 
 PG_FUNCTION_INFO_V1(transformer_weight_files);
@@ -576,7 +759,7 @@ use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
 uint64
 TokenizerFingerprint(const char *name, const char *row)
 {
-	uint64		h = tf_checksum64(name, strlen(name) + 1, 0x746f6bULL);
+	uint64		h = tf_checksum64(name, strlen(name) + 1, fingerprint_seed(2));
 
 	h = tf_checksum64(row, strlen(row), h);
 	return h ? h : 1;
@@ -593,6 +776,7 @@ MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
 
 	if (!transformer_shared_weights)
 		return false;
+	sweep_after_start();
 	path = tok_path(name, fingerprint);
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0)
@@ -699,7 +883,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 
 	/* this backend's own, and the measure of the image */
 	BuildTokenizerWith(t, &a, model, model_len, vocab);
-	if (!transformer_shared_weights)
+	if (!transformer_shared_weights || fingerprint == 0)
 		return;
 	path = tok_path(name, fingerprint);
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.t%u", transformer_weight_cache_dir, MyProcPid, counter++);

@@ -12,7 +12,7 @@
 #include "tokenizer.h"
 
 /* the library's version, part of every file's build tag (transformer.control's default_version) */
-#define TRANSFORMER_VERSION "0.3.0"
+#define TRANSFORMER_VERSION "0.4.0"
 
 extern bool transformer_shared_weights;
 extern char *transformer_weight_cache_dir;
@@ -21,19 +21,35 @@ extern char *transformer_weight_cache_dir;
 extern void InitWeightCache(void);
 
 /*
- * A fingerprint of the model's rows: model_row (the models row's xmin and
- * ctid as text) and every tensor row's name, xmin and ctid.  Inside
- * ExtSpiConnect().
+ * The SQL expression of a row's version in table (xmin, ctid, file_id as
+ * text), or "NULL::text" for tables without file_id (0.3.0's: no sharing).
  */
-extern uint64 ModelFingerprint(const char *model, const char *model_row);
+extern const char *RowVersionSql(const char *table);
 
-/* Point cm's weights into the model's shared file if it exists and checks out. */
+/* Is a row version (RowVersionSql's text) this transaction's own, not yet committed? */
+extern bool RowIsUncommitted(const char *row);
+
+/*
+ * A fingerprint of the model's rows: model_row (RowVersionSql's text of
+ * the models row) and every tensor row's name, xmin and ctid, seeded with
+ * the cluster and the database; *uncommitted tells whether any of those
+ * rows is this transaction's own (never published: a private copy).
+ * Inside ExtSpiConnect().
+ */
+extern uint64 ModelFingerprint(const char *model, const char *model_row, bool *uncommitted);
+
+/*
+ * Point cm's weights into the model's shared file if it exists and checks
+ * out.  The first call after a start of the server removes every file of
+ * the cluster first.
+ */
 extern bool MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint);
 
 /*
  * Write cm's weights (in arena, arena_len bytes, allocated in arena_cxt)
  * as the model's shared file and use that instead, deleting arena_cxt; on
- * any failure a WARNING, and cm keeps its own copy.
+ * any failure a WARNING, and cm keeps its own copy.  Fingerprint 0:
+ * nothing (rows not committed are never published).
  */
 extern void ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint,
 						 const void *arena, Size arena_len, MemoryContext arena_cxt);

@@ -93,3 +93,4 @@ if [ "$got" != "$want" ] || [ "$size" -le 200000 ] || [ -e "$cache/tmp.999999.0"
 fi
 echo "crash: kill -9 while writing the shared file (4 timings), a dead writer's temporary file and a file cut short: never trusted; rebuilt ($size bytes), swept, and everything translates"
 dropdb "$DB"
+test/crash/xid_reuse.sh

@@ -17,7 +17,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(26);
+SELECT plan(29);
 SELECT import_model('shared', :'relu') \g /dev/null
 SELECT translate('SELECT attention FROM memory', 'shared', 2) AS good \gset
 
@@ -79,6 +79,28 @@ SELECT cmp_ok(export_model('files', '/tmp/transformer_tap_priv_' || pg_backend_p
 RESET ROLE;
 SELECT is(md5(pg_read_binary_file('/tmp/transformer_tap_priv_' || pg_backend_pid() || '/model.safetensors')),
           md5(pg_read_binary_file(:'swish' || '/model.safetensors')), 'the export is the imported file');
+
+-- cache invalidation is the extension's alone (issue 23): no role may attach
+-- transformer_invalidate_cache() to a table of its own ...
+SET ROLE tf_loader;
+CREATE TEMP TABLE own (x int);
+SELECT throws_ok($$CREATE TRIGGER flush AFTER INSERT ON own FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache()$$,
+  '42501', 'permission denied for function transformer_invalidate_cache', 'a role cannot attach transformer_invalidate_cache() to its own table');
+RESET ROLE;
+-- ... and a superuser's trigger on another table invalidates nothing: a
+-- reload leaves the old cache entry to the transaction's end, so the
+-- number of entries of the model counts the reloads
+CREATE FUNCTION pg_temp.entries(m text) RETURNS int LANGUAGE sql AS $$
+  SELECT count(*)::int FROM pg_backend_memory_contexts WHERE name = 'transformer cache entry' AND ident = m $$;
+CREATE TRIGGER flush AFTER INSERT ON own FOR EACH STATEMENT EXECUTE FUNCTION transformer_invalidate_cache();
+SELECT translate('SELECT attention FROM memory', 'shared', 2) \g /dev/null
+SELECT pg_temp.entries('shared') AS entries_before \gset
+INSERT INTO own VALUES (1);
+SELECT translate('SELECT attention FROM memory', 'shared', 2) \g /dev/null
+SELECT is(pg_temp.entries('shared'), :entries_before, 'a trigger on another table: the model is not reloaded');
+UPDATE transformer_models SET name = name WHERE false;
+SELECT translate('SELECT attention FROM memory', 'shared', 2) \g /dev/null
+SELECT is(pg_temp.entries('shared'), :entries_before + 1, 'the extension''s own trigger still reloads it');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -13,6 +13,8 @@
 BEGIN;
 CREATE EXTENSION transformer;
 SELECT plan(4);
+-- inputs far above the default transformer.max_input_bytes
+SET transformer.max_input_bytes = '1GB';
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT tokenize('warm up', 'multi30k_de_en/source') \g /dev/null
 

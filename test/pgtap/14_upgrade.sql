@@ -1,6 +1,6 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the objects updated through 0.2.0 to 0.3.0 are those of a fresh
+-- and the objects updated through 0.2.0 and 0.3.0 to 0.4.0 are those of a fresh
 -- install, constraints included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -10,7 +10,7 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(21);
+SELECT plan(24);
 -- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
@@ -46,7 +46,10 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 -- 0.2.0 cannot store int8 rows; 0.3.0 can
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.3.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.3.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.4.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.4.0');
+SELECT is((SELECT count(*)::int FROM transformer_tokenizers WHERE file_id IS NOT NULL), 4, '0.4.0: every stored tokenizer row got a file_id');
+SELECT is((SELECT count(DISTINCT file_id)::int FROM transformer_tokenizers), 4, 'each its own');
+SELECT ok(NOT has_function_privilege('public', 'transformer_invalidate_cache()', 'EXECUTE'), '0.4.0: PUBLIC may no longer execute transformer_invalidate_cache()');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers), 4, 'the stored rows are kept');
 CREATE TEMP TABLE updated AS
 SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend

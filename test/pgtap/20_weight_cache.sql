@@ -1,8 +1,11 @@
 -- Shared weights files (issue 15): built once, mapped by every later load,
 -- rebuilt whenever the rows change or the file is damaged, removed with
 -- the model; off by a setting; an unwritable directory is a WARNING.
+-- Never published from rows not yet committed (issue 23): the models are
+-- imported and committed first, and the tests run in a transaction after.
 -- (Two backends at once, a full disk, a standby and pg_basebackup:
--- test/weight_cache/run.sh.)
+-- test/weight_cache/run.sh; a crash that hands an xid out again:
+-- test/crash/xid_reuse.sh.)
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \pset format unaligned
@@ -10,10 +13,14 @@
 \pset pager off
 \set root `pwd`
 
-BEGIN;
-CREATE EXTENSION transformer;
-SELECT plan(28);
 SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS transformer CASCADE;
+CREATE EXTENSION transformer;
+SELECT import_model('m', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
+SELECT import_model('off', :'root' || '/test/fixtures/models/prenorm_gelu') \g /dev/null
+
+BEGIN;
+SELECT plan(32);
 
 -- reload this backend's models: a relcache invalidation of our tables
 CREATE FUNCTION pg_temp.reload() RETURNS void LANGUAGE sql AS $$ ALTER TABLE transformer_tensors SET (fillfactor = 100) $$;
@@ -32,7 +39,6 @@ CREATE FUNCTION pg_temp.overwrite(path text, data bytea) RETURNS void LANGUAGE p
 DECLARE o oid := lo_from_bytea(0, data);
 BEGIN PERFORM lo_export(o, path); PERFORM lo_unlink(o); END $$;
 
-SELECT import_model('m', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
 SELECT translate('SELECT attention FROM memory', 'm', 3) AS good \gset
 SELECT is((SELECT count(*)::int FROM pg_temp.files('m') WHERE state = 'current'), 1, 'the first load writes the shared file');
 SELECT md5(pg_read_binary_file(pg_temp.path('m'))) AS md5_first, (pg_stat_file(pg_temp.path('m'))).modification AS mtime_first \gset
@@ -78,28 +84,37 @@ SELECT is(tokenize('SELECT attention FROM memory', 'm/source')::text, :'tok_good
 SELECT is(pg_temp.tok_path('m/source'), NULL, 'the damaged file is removed');
 SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'and the model still translates the same');
 
--- a new version of the rows: a file of its own; the old one goes
+-- a new version of the rows, not yet committed: never published (a crash
+-- could hand its xid and ctids out again), the backend's own copy
 SAVEPOINT reimport;
 SELECT import_model('m', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
 SELECT is((SELECT count(*)::int FROM pg_temp.files('m')), 0, 're-import removes the old file');
 SELECT isnt(translate('SELECT attention FROM memory', 'm', 3), :'good', 'the new model translates');
-SELECT is((SELECT string_agg(state, ',') FROM pg_temp.files('m')), 'current', 'from a file of its own');
--- rolled back: the first version again, its file rebuilt, the other's stale
+SELECT is((SELECT count(*)::int FROM pg_temp.files('m')), 0, 'from the backend''s own copy: rows not yet committed are never published');
+SELECT cmp_ok(pg_temp.held('m'), '>', 100000::bigint, 'it holds the weights itself');
+SELECT is((SELECT count(*)::int FROM transformer_weight_files() WHERE name LIKE 'm/%' AND state = 'current'), 0,
+  'nor its new tokenizers');
+-- rolled back: the first version again, its file rebuilt
 ROLLBACK TO reimport;
 SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'an import rolled back: the first model again');
-SELECT is((SELECT string_agg(state, ',' ORDER BY state) FROM pg_temp.files('m')), 'current', 'its file rebuilt, the rolled-back version''s removed');
+SELECT is((SELECT string_agg(state, ',' ORDER BY state) FROM pg_temp.files('m')), 'current', 'its file rebuilt');
 SELECT is(md5(pg_read_binary_file(pg_temp.path('m'))), :'md5_first', 'the same file as at first');
 
--- an UPDATE of one row is a new version too
+-- an UPDATE of one row is a new version too, and private until committed
 SAVEPOINT edit;
 UPDATE transformer_tensors SET data = data WHERE model = 'm' AND name = 'model.encoder.layers.0.fc1.bias';
-SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'an updated row: a new file, the same weights');
-SELECT isnt((SELECT file FROM pg_temp.files('m') WHERE state = 'current'), NULL, 'a current file');
+SELECT is(translate('SELECT attention FROM memory', 'm', 3), :'good', 'an updated row: the same weights');
+SELECT is((SELECT count(*)::int FROM pg_temp.files('m') WHERE state = 'current'), 0, 'no file of the uncommitted version');
 ROLLBACK TO edit;
+
+-- a file's name holds the cluster (its system identifier) and the database
+SELECT ok((SELECT bool_and(file LIKE (SELECT system_identifier::text FROM pg_control_system()) || '\_' ||
+  (SELECT oid FROM pg_database WHERE datname = current_database())::text || '\_%') FROM pg_temp.files('m')),
+  'a file is named by the cluster and the database');
+SELECT is((SELECT count(*)::int FROM transformer_models WHERE file_id IS NULL), 0, 'every models row has a file_id');
 
 -- off: the backend's own copy, no file
 SET LOCAL transformer.shared_weights = off;
-SELECT import_model('off', :'root' || '/test/fixtures/models/prenorm_gelu') \g /dev/null
 SELECT translate('a', 'off') AS off_good \gset
 SELECT is((SELECT count(*)::int FROM pg_temp.files('off')), 0, 'transformer.shared_weights = off writes no file');
 SELECT cmp_ok(pg_temp.held('off'), '>', 100000::bigint, 'and keeps the weights in the backend');
@@ -118,3 +133,4 @@ SELECT is((SELECT count(*)::int FROM pg_temp.files('m')), 0, 'drop_model removes
 
 SELECT * FROM finish();
 ROLLBACK;
+DROP EXTENSION transformer CASCADE;

@@ -1,0 +1,54 @@
+/*
+ * input_limit.c
+ *		transformer.max_input_bytes: every function that takes a user's text
+ *		refuses more than this many bytes, so that no role can make a
+ *		backend run for hours or take gigabytes (issue 23).  The size is
+ *		checked on the datum as stored, before detoasting.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/detoast.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "input_limit.h"
+
+/* 10 MB: far above any sentence or document people translate, far below harm */
+int			transformer_max_input_bytes = 10 * 1024 * 1024;
+
+void
+InitInputLimit(void)
+{
+	DefineCustomIntVariable("transformer.max_input_bytes",
+							"Sets the largest text, in bytes, a transformer function accepts.",
+							"Larger inputs raise an error before they are read.  Only superusers can change it.",
+							&transformer_max_input_bytes,
+							10 * 1024 * 1024,
+							1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+}
+
+void
+CheckInputSize(Datum value)
+{
+	Size		size = toast_raw_datum_size(value) - VARHDRSZ;
+
+	if (size > (Size) transformer_max_input_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("input of %zu bytes exceeds transformer.max_input_bytes (%d bytes)",
+						size, transformer_max_input_bytes),
+				 errhint("Split the text, or ask a superuser to raise transformer.max_input_bytes.")));
+}
+
+text *
+InputTextArg(FunctionCallInfo fcinfo, int argno)
+{
+	CheckInputSize(PG_GETARG_DATUM(argno));
+	return PG_GETARG_TEXT_PP(argno);
+}
