@@ -321,6 +321,7 @@ typedef struct WeightBuilder
 	char	   *arena;
 	Size		arena_bytes;
 	Size		next;
+	bool		from_tables;	/* loading stored rows (not checking files to import) */
 } WeightBuilder;
 
 /* every tensor in the arena starts on a cache line */
@@ -397,6 +398,15 @@ checked_tensor(WeightBuilder *wb, const char *name, bool required, int64 d0, int
 
 	if (t == NULL)
 	{
+		/* stored rows missing (a dump restored without them, say): damaged, and how to mend it */
+		if (required && wb->from_tables)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model lacks the tensor \"%s\"", name),
+					 errdetail("The configuration requires it, with the shape %s; transformer_tensors holds %d rows of the model.",
+							   shape_string(wdim, want), wb->ntensors),
+					 errhint("Restore the model's rows of transformer_tensors (pg_dump includes them; "
+							 "pg_restore --data-only --table=transformer_tensors), or import the model again.")));
 		if (required)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -600,6 +610,7 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 
 	memset(&wb, 0, sizeof(wb));
 	wb.m = m;
+	wb.from_tables = arena != NULL;
 	wb.tensors = tensors;
 	wb.ntensors = ntensors;
 	wb.used = palloc0(sizeof(bool) * (ntensors + 1));

@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(17);
+SELECT plan(19);
 SELECT import_model('multi30k_de_en') \g /dev/null
 CREATE TEMP TABLE parts AS
 SELECT (SELECT model FROM transformer_tokenizers WHERE name = 'multi30k_de_en/source') AS spm,
@@ -56,6 +56,18 @@ SELECT throws_ok($$SELECT translate('x', 'multi30k_de_en', max_length => 0)$$,
 SELECT throws_ok($$SELECT generate(repeat('Mann ', 300), 'multi30k_de_en')$$,
   '54000', 'input text is too long for model "multi30k_de_en"', 'models: an input longer than the positions is 54000');
 SELECT lives_ok($$SELECT translate(repeat('Mann ', 300), 'multi30k_de_en')$$, '... which translate() splits instead');
+-- a dump restored without the tensor rows: XX001, naming the tensor and how to mend it
+SAVEPOINT restored;
+DELETE FROM transformer_tensors WHERE model = 'multi30k_de_en';
+SELECT throws_ok($$SELECT translate('Ein Hund.', 'multi30k_de_en')$$,
+  'XX001', 'model lacks the tensor "model.encoder.embed_tokens.weight"', 'models: stored rows without their tensors are XX001');
+CREATE FUNCTION pg_temp.hint_of(sql text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE h text;
+BEGIN EXECUTE sql; RETURN NULL;
+EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT; RETURN h; END $f$;
+SELECT matches(pg_temp.hint_of($$SELECT translate('Ein Hund.', 'multi30k_de_en')$$), 'pg_restore --data-only --table=transformer_tensors',
+  '... with a hint of how to restore them');
+ROLLBACK TO restored;
 -- a stored row damaged behind the extension's back
 UPDATE transformer_tensors SET data = substring(data FOR 10) WHERE model = 'multi30k_de_en' AND name = 'final_logits_bias';
 SELECT throws_ok($$SELECT translate('Ein Hund.', 'multi30k_de_en')$$,
