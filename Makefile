@@ -126,8 +126,18 @@ concurrency:
 browser:
 	test/browser/run.sh
 
+# LATIN1 and SQL_ASCII databases (needs a server and pgTAP)
+encodings:
+	test/encodings/run.sh
+.PHONY: encodings
+
+# The README's Catalog table against pg_proc, and its SQLSTATEs against pgTAP (needs a server)
+readme-check:
+	$(PYTHON) test/readme/check.py
+.PHONY: readme-check
+
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest sanitize installcheck prove concurrency soak weight-cache dump crash browser mutation citus
+test: unittest sanitize installcheck prove readme-check encodings concurrency soak weight-cache dump crash browser mutation citus
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:

@@ -1,6 +1,7 @@
 /*
  * input_limit.c
- *		transformer.max_input_bytes: every function that takes a user's text
+ *		The settings of user text (and transformer.invalid_utf8, read by
+ *		ToUtf8).  transformer.max_input_bytes: every function that takes a user's text
  *		refuses more than this many bytes, so that no role can make a
  *		backend run for hours or take gigabytes (issue 23).  The size is
  *		checked on the datum as stored, before detoasting.
@@ -14,13 +15,29 @@
 #include "utils/memutils.h"
 
 #include "input_limit.h"
+#include "tokenizer.h"
 
 /* 10 MB: far above any sentence or document people translate, far below harm */
 int			transformer_max_input_bytes = 10 * 1024 * 1024;
 
+static const struct config_enum_entry invalid_utf8_options[] = {
+	{"error", INVALID_UTF8_ERROR, false},
+	{"replace", INVALID_UTF8_REPLACE, false},
+	{NULL, 0, false}
+};
+
 void
 InitInputLimit(void)
 {
+	DefineCustomEnumVariable("transformer.invalid_utf8",
+							 "Sets what text that is not valid UTF-8 gets in a SQL_ASCII database.",
+							 "error: an error naming the byte; replace: each invalid byte is read as U+FFFD.",
+							 &transformer_invalid_utf8,
+							 INVALID_UTF8_ERROR,
+							 invalid_utf8_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("transformer.max_input_bytes",
 							"Sets the largest text, in bytes, a transformer function accepts.",
 							"Larger inputs raise an error before they are read.  Only superusers can change it.",

@@ -273,7 +273,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		   const char *source_lang, const char *target_lang)
 {
 	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
-	Jsonb	   *vocab = ParseJsonText("vocab.json", vocab_text, vocab_len);
+	TokVocab	vocab = VocabFromFile("vocab.json", vocab_text, vocab_len);
 	Jsonb	   *generation = gen_text ? ParseJsonText("generation_config.json", gen_text, gen_len) : NULL;
 	ModelGeneration gen;
 	TfModel		model;
@@ -308,7 +308,7 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	/* the vocabulary's ids must index the embeddings */
 	memset(&tcheck, 0, sizeof(tcheck));
 	tcheck.cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check", ALLOCSET_DEFAULT_SIZES);
-	BuildTokenizer(&tcheck, src_spm, src_len, vocab);
+	BuildTokenizer(&tcheck, src_spm, src_len, &vocab);
 	if (tcheck.nmodel > model.cfg.vocab)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -319,8 +319,8 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 	RequireExtensionVersion020();
 	LockObjectName(EXT_LOCK_MODEL, name);
 	RemoveSharedWeights(name);
-	StoreTokenizer(src_name, src_spm, src_len, vocab);
-	StoreTokenizer(tgt_name, tgt_spm, tgt_len, vocab);
+	StoreTokenizer(src_name, src_spm, src_len, &vocab);
+	StoreTokenizer(tgt_name, tgt_spm, tgt_len, &vocab);
 
 	level = ExtSpiConnect();
 	q = psprintf("DELETE FROM %s WHERE name = $1", ExtensionTableName("transformer_models"));

@@ -700,7 +700,7 @@ attention_map(PG_FUNCTION_ARGS)
 		Size		len;
 		const char *p = i == n - 1 ? "</s>" : PieceOf(stok, src[i], &len);
 
-		src_piece[i] = i == n - 1 ? cstring_to_text(p) : FromUtf8(p, len);
+		src_piece[i] = i == n - 1 ? cstring_to_text(p) : PieceToText(p, len);
 	}
 	tgt_piece = palloc(sizeof(text *) * (T + 1));
 	for (int t = 0; t < T; t++)
@@ -708,7 +708,7 @@ attention_map(PG_FUNCTION_ARGS)
 		Size		len;
 		const char *p = tokens[t] == c->eos_id && t == T - 1 && T > nout ? "</s>" : PieceOf(ttok, tokens[t], &len);
 
-		tgt_piece[t] = (tokens[t] == c->eos_id && t == T - 1 && T > nout) ? cstring_to_text(p) : FromUtf8(p, len);
+		tgt_piece[t] = (tokens[t] == c->eos_id && t == T - 1 && T > nout) ? cstring_to_text(p) : PieceToText(p, len);
 	}
 	if (T > 0)
 	{

@@ -108,6 +108,39 @@ append_colour(StringInfo b, double v, double lo, double hi)
 	appendStringInfo(b, "rgb(%d,%d,%d)", r, g, bl);
 }
 
+/*
+ * An SVG document (UTF-8) as text of the database.  In a UTF8 or SQL_ASCII
+ * database, as it is; in any other, every non-ASCII character becomes an
+ * XML character reference (&#x2581;), so that a picture of any text fits
+ * every encoding and still shows the same characters.
+ */
+static text *
+SvgInDatabaseEncoding(const char *svg, int len)
+{
+	StringInfoData out;
+	int			i = 0;
+
+	if (GetDatabaseEncoding() == PG_UTF8 || GetDatabaseEncoding() == PG_SQL_ASCII)
+		return cstring_to_text_with_len(svg, len);
+	initStringInfo(&out);
+	while (i < len)
+	{
+		unsigned char c = (unsigned char) svg[i];
+		int			n = pg_utf_mblen((const unsigned char *) svg + i);
+
+		if (c < 0x80 || n > len - i || !pg_utf8_islegal((const unsigned char *) svg + i, n))
+		{
+			/* ASCII, or (never from tf_xml_escape) a broken sequence: as is, then the conversion objects */
+			appendStringInfoChar(&out, (char) c);
+			i++;
+			continue;
+		}
+		appendStringInfo(&out, "&#x%X;", (unsigned int) utf8_to_unicode((const unsigned char *) svg + i));
+		i += n;
+	}
+	return cstring_to_text_with_len(out.data, out.len);
+}
+
 PG_FUNCTION_INFO_V1(heatmap_svg);
 Datum
 heatmap_svg(PG_FUNCTION_ARGS)
@@ -220,9 +253,5 @@ heatmap_svg(PG_FUNCTION_ARGS)
 		appendStringInfo(&b, "<text x=\"%d\" y=\"%d\">%.3g</text>\n", x + 20, top + 120, lo);
 	}
 	appendStringInfoString(&b, "</svg>\n");
-	{
-		char	   *conv = pg_any_to_server(b.data, b.len, PG_UTF8);
-
-		PG_RETURN_TEXT_P(cstring_to_text_with_len(conv, conv == b.data ? b.len : (int) strlen(conv)));
-	}
+	PG_RETURN_TEXT_P(SvgInDatabaseEncoding(b.data, b.len));
 }

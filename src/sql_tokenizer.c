@@ -13,8 +13,10 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "ext_tables.h"
 #include "server_files.h"
 #include "input_limit.h"
 #include "tokenizer.h"
@@ -45,16 +47,153 @@ CheckNotNull(FunctionCallInfo fcinfo, int arg, const char *name)
 				 errmsg("%s must not be null", name)));
 }
 
+int			transformer_invalid_utf8 = INVALID_UTF8_ERROR;
+
+/* The offset of the first byte of s that does not start a valid UTF-8 character, or -1. */
+static int
+invalid_utf8_at(const char *s, int n)
+{
+	int			i = 0;
+
+	while (i < n)
+	{
+		int			l;
+
+		if (!IS_HIGHBIT_SET(s[i]))
+		{
+			i++;
+			continue;
+		}
+		l = pg_utf_mblen((const unsigned char *) s + i);
+		if (l > n - i || !pg_utf8_islegal((const unsigned char *) s + i, l))
+			return i;
+		i += l;
+	}
+	return -1;
+}
+
+/*
+ * Text of a SQL_ASCII database, whose bytes PostgreSQL never checks, as
+ * UTF-8: as it is when valid; else an ERROR that says where (the function
+ * runs row by row, so the input's beginning names the row), or with
+ * transformer.invalid_utf8 = replace each invalid byte as U+FFFD.
+ */
+static char *
+sql_ascii_to_utf8(char *s, int n, Size *len)
+{
+	int			bad = invalid_utf8_at(s, n);
+	StringInfoData out;
+	int			i = 0;
+
+	*len = (Size) n;
+	if (bad < 0)
+		return s;
+	if (transformer_invalid_utf8 == INVALID_UTF8_ERROR)
+	{
+		StringInfoData excerpt;
+
+		initStringInfo(&excerpt);
+		for (int k = 0; k < n && k < 48; k++)
+		{
+			unsigned char c = (unsigned char) s[k];
+
+			if (c >= 0x20 && c < 0x7f && c != '\\')
+				appendStringInfoChar(&excerpt, (char) c);
+			else
+				appendStringInfo(&excerpt, "\\x%02x", c);
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("invalid byte sequence for encoding \"UTF8\": 0x%02x", (unsigned char) s[bad]),
+				 errdetail("At byte %d of an input of %d bytes, which begins \"%s\"%s.", bad + 1, n, excerpt.data,
+						   n > 48 ? "..." : ""),
+				 errhint("A SQL_ASCII database stores bytes unchecked, and transformer reads text as UTF-8. "
+						 "Fix the row, or SET transformer.invalid_utf8 = replace to read invalid bytes as U+FFFD.")));
+	}
+	initStringInfo(&out);
+	while (i < n)
+	{
+		bad = invalid_utf8_at(s + i, n - i);
+		if (bad < 0)
+		{
+			appendBinaryStringInfo(&out, s + i, n - i);
+			break;
+		}
+		appendBinaryStringInfo(&out, s + i, bad);
+		appendStringInfoString(&out, "\xEF\xBF\xBD");
+		i += bad + 1;
+		CHECK_FOR_INTERRUPTS();
+	}
+	*len = out.len;
+	return out.data;
+}
+
 /* Text in the database encoding as UTF-8, which the tokenizer reads. */
 char *
 ToUtf8(text *t, Size *len)
 {
 	char	   *s = VARDATA_ANY(t);
 	int			n = VARSIZE_ANY_EXHDR(t);
-	char	   *u = pg_server_to_any(s, n, PG_UTF8);
+	char	   *u;
 
+	if (GetDatabaseEncoding() == PG_SQL_ASCII)
+		return sql_ascii_to_utf8(s, n, len);
+	u = pg_server_to_any(s, n, PG_UTF8);
 	*len = (u == s) ? (Size) n : strlen(u);
 	return u;
+}
+
+/*
+ * A SentencePiece piece (UTF-8) as text.  Its space marker U+2581 shows as
+ * the space it stands for in a database whose encoding lacks it (LATIN1,
+ * say: a piece never holds a real space); any other character the
+ * encoding lacks is an ERROR 22P05, as for all output.
+ */
+text *
+PieceToText(const char *s, Size len)
+{
+	static int	marker_fits = -1;
+
+	if (marker_fits < 0)
+	{
+		int			enc = GetDatabaseEncoding();
+
+		marker_fits = 1;
+		if (enc != PG_UTF8 && enc != PG_SQL_ASCII)
+		{
+			MemoryContext cxt = CurrentMemoryContext;
+
+			PG_TRY();
+			{
+				(void) pg_any_to_server("\xE2\x96\x81", 3, PG_UTF8);
+			}
+			PG_CATCH();
+			{
+				MemoryContextSwitchTo(cxt);
+				FlushErrorState();
+				marker_fits = 0;
+			}
+			PG_END_TRY();
+		}
+	}
+	if (!marker_fits && memchr(s, '\xE2', len) != NULL)
+	{
+		StringInfoData out;
+
+		initStringInfo(&out);
+		for (Size i = 0; i < len; i++)
+		{
+			if (i + 2 < len && memcmp(s + i, "\xE2\x96\x81", 3) == 0)
+			{
+				appendStringInfoChar(&out, ' ');
+				i += 2;
+			}
+			else
+				appendStringInfoChar(&out, s[i]);
+		}
+		return FromUtf8(out.data, out.len);
+	}
+	return FromUtf8(s, len);
 }
 
 /* UTF-8 bytes as text in the database encoding. */
@@ -68,17 +207,18 @@ FromUtf8(const char *s, Size len)
 
 /* Check the model and vocabulary, then insert or replace the row. */
 int32
-StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab)
+StoreTokenizer(const char *name, const char *model, Size model_len, const TokVocab *vocab)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check",
 											  ALLOCSET_DEFAULT_SIZES);
 	Tokenizer	t;
 	int32		npieces;
 	char	   *query;
-	Oid			argtypes[3] = {TEXTOID, BYTEAOID, JSONBOID};
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', vocab ? ' ' : 'n'};
+	Oid			argtypes[4] = {TEXTOID, BYTEAOID, JSONBOID, BYTEAOID};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', vocab && vocab->jsonb ? ' ' : 'n', vocab && vocab->json ? ' ' : 'n'};
 	bytea	   *bytes;
+	bool		has_vocab_json = get_attnum(ExtensionTableOid("transformer_tokenizers"), "vocab_json") != InvalidAttrNumber;
 	int			level;
 
 	CheckName(name);
@@ -93,19 +233,40 @@ StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab
 	memcpy(VARDATA(bytes), model, model_len);
 	args[0] = CStringGetTextDatum(name);
 	args[1] = PointerGetDatum(bytes);
-	args[2] = vocab ? JsonbPGetDatum(vocab) : (Datum) 0;
+	args[2] = vocab && vocab->jsonb ? JsonbPGetDatum(vocab->jsonb) : (Datum) 0;
+	args[3] = (Datum) 0;
+	if (vocab && vocab->json)
+	{
+		bytea	   *vb = palloc(VARHDRSZ + vocab->json_len);
+
+		if (!has_vocab_json)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension transformer must be updated to version 0.4.0"),
+					 errdetail("The vocabulary cannot be stored as jsonb in encoding \"%s\", and the tables lack vocab_json.",
+							   GetDatabaseEncodingName()),
+					 errhint("Run ALTER EXTENSION transformer UPDATE.")));
+		SET_VARSIZE(vb, VARHDRSZ + vocab->json_len);
+		memcpy(VARDATA(vb), vocab->json, vocab->json_len);
+		args[3] = PointerGetDatum(vb);
+	}
 
 	/* a replaced row gets a new file_id (0.4.0's tables): never its old files' name */
-	query = psprintf("INSERT INTO %s AS t (name, model, vocab) VALUES ($1, $2, $3) "
-					 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
-					 "vocab = EXCLUDED.vocab, created = EXCLUDED.created%s",
-					 ExtensionTableName("transformer_tokenizers"),
-					 strcmp(RowVersionSql("transformer_tokenizers"), "NULL::text") != 0 ?
-					 ", file_id = EXCLUDED.file_id" : "");
+	if (has_vocab_json)
+		query = psprintf("INSERT INTO %s AS t (name, model, vocab, vocab_json) VALUES ($1, $2, $3, $4) "
+						 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
+						 "vocab = EXCLUDED.vocab, vocab_json = EXCLUDED.vocab_json, created = EXCLUDED.created, "
+						 "file_id = EXCLUDED.file_id",
+						 ExtensionTableName("transformer_tokenizers"));
+	else
+		query = psprintf("INSERT INTO %s AS t (name, model, vocab) VALUES ($1, $2, $3) "
+						 "ON CONFLICT (name) DO UPDATE SET model = EXCLUDED.model, "
+						 "vocab = EXCLUDED.vocab, created = EXCLUDED.created",
+						 ExtensionTableName("transformer_tokenizers"));
 	LockObjectName(EXT_LOCK_TOKENIZER, name);
 	RemoveSharedTokenizer(name);
 	level = ExtSpiConnect();
-	if (SPI_execute_with_args(query, 3, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_with_args(query, has_vocab_json ? 4 : 3, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store tokenizer \"%s\"", name);
 	ExtSpiFinish(level);
 	return npieces;
@@ -119,7 +280,7 @@ import_tokenizer(PG_FUNCTION_ARGS)
 	char	   *path;
 	char	   *model;
 	Size		model_len;
-	Jsonb	   *vocab = NULL;
+	TokVocab	vocab = {NULL, NULL, 0};
 
 	CheckNotNull(fcinfo, 0, "name");
 	CheckNotNull(fcinfo, 1, "spm_path");
@@ -135,13 +296,11 @@ import_tokenizer(PG_FUNCTION_ARGS)
 		Size		vlen;
 		char	   *json = ReadServerFile(vpath, MAX_TOKENIZER_FILE, &vlen);
 
-		/* JSON files are UTF-8; parse them with PostgreSQL's own parser */
-		pg_verify_mbstr(PG_UTF8, json, (int) vlen, false);
-		json = pg_any_to_server(json, (int) vlen, PG_UTF8);
-		vocab = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+		/* JSON files are UTF-8: jsonb in a UTF8 database, the file's bytes in others */
+		vocab = VocabFromFile("the vocabulary file", json, vlen);
 	}
 
-	PG_RETURN_INT32(StoreTokenizer(name, model, model_len, vocab));
+	PG_RETURN_INT32(StoreTokenizer(name, model, model_len, &vocab));
 }
 
 PG_FUNCTION_INFO_V1(load_tokenizer);
@@ -154,9 +313,12 @@ load_tokenizer(PG_FUNCTION_ARGS)
 	CheckNotNull(fcinfo, 1, "spm");
 	model = PG_GETARG_BYTEA_PP(1);
 
-	PG_RETURN_INT32(StoreTokenizer(text_to_cstring(PG_GETARG_TEXT_PP(0)),
-								   VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model),
-								   PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2)));
+	{
+		TokVocab	vocab = {PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), NULL, 0};
+
+		PG_RETURN_INT32(StoreTokenizer(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+									   VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), &vocab));
+	}
 }
 
 PG_FUNCTION_INFO_V1(drop_tokenizer);
@@ -230,7 +392,7 @@ tokens(PG_FUNCTION_ARGS)
 	Encode(fcinfo, &tok, &enc);
 	pieces = palloc(sizeof(Datum) * (enc.ntokens + 1));
 	for (int i = 0; i < enc.ntokens; i++)
-		pieces[i] = PointerGetDatum(FromUtf8(enc.tokens[i].str, enc.tokens[i].len));
+		pieces[i] = PointerGetDatum(PieceToText(enc.tokens[i].str, enc.tokens[i].len));
 	PG_RETURN_ARRAYTYPE_P(construct_array(pieces, enc.ntokens, TEXTOID, -1, false, TYPALIGN_INT));
 }
 

@@ -5,6 +5,9 @@
  */
 #include "postgres.h"
 
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+
 
 #include "common/cryptohash.h"
 #include "common/sha2.h"
@@ -12,6 +15,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -56,21 +60,16 @@ InitTokenizerCache(void)
 	BackendCacheInit(&tokenizer_cache);
 }
 
-/* A vocabulary value as a model id: a non-negative integer in range. */
+/* A vocabulary value (its text) as a model id: a non-negative integer in range. */
 static int32
-vocab_id(JsonbValue *v, const char *key, int keylen)
+vocab_id_text(const char *s, const char *key, int keylen)
 {
-	char	   *s;
 	char	   *end;
 	long		id;
 
-	if (v->type != jbvNumeric)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("vocabulary entry \"%.*s\" is not a number", keylen, key)));
-	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	errno = 0;
 	id = strtol(s, &end, 10);
-	if (*end != '\0' || id < 0 || id > MAX_VOCAB_ID)
+	if (errno != 0 || end == s || *end != '\0' || id < 0 || id > MAX_VOCAB_ID)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("vocabulary entry \"%.*s\" has the invalid id %s", keylen, key, s),
@@ -79,55 +78,236 @@ vocab_id(JsonbValue *v, const char *key, int keylen)
 }
 
 static void
-build_vocab(Tokenizer *t, const SpmAlloc *a, Jsonb *vocab)
+not_a_number(const char *key, int keylen)
 {
-	SpmModel   *m = t->model;
-	int			n = JB_ROOT_COUNT(vocab);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("vocabulary entry \"%.*s\" is not a number", keylen, key)));
+}
+
+static void
+not_an_object(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the vocabulary must be a JSON object mapping pieces to ids")));
+}
+
+/* A vocabulary's entries, collected before the map is built; keys in UTF-8 and NUL-terminated, from a. */
+typedef struct VocabEntries
+{
+	const SpmAlloc *a;
 	const char **keys;
 	uint32	   *lens;
 	int32	   *ids;
-	int			count = 0;
-	int			dup;
+	int			count;
+	int			cap;
+	int			depth;			/* of the JSON parser */
+	bool		have_key;
+} VocabEntries;
+
+static void
+entries_add_key(VocabEntries *e, const char *key, Size len)
+{
+	char	   *k;
+
+	if ((e->count & 1023) == 0)
+		CHECK_FOR_INTERRUPTS();
+	if (len > 1024 * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a vocabulary piece is longer than 1 MB")));
+	if (e->count >= e->cap)
+	{
+		int			cap = e->cap < 1024 ? 1024 : e->cap * 2;
+
+		if (cap > MAX_VOCAB_ID + 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the vocabulary has more than %d entries", MAX_VOCAB_ID + 1)));
+		e->keys = e->keys ? repalloc(e->keys, sizeof(char *) * cap) : palloc(sizeof(char *) * cap);
+		e->lens = e->lens ? repalloc(e->lens, sizeof(uint32) * cap) : palloc(sizeof(uint32) * cap);
+		e->ids = e->ids ? repalloc(e->ids, sizeof(int32) * cap) : palloc(sizeof(int32) * cap);
+		e->cap = cap;
+	}
+	k = e->a->alloc(e->a->ctx, len + 1);
+	memcpy(k, key, len);
+	k[len] = '\0';
+	e->keys[e->count] = k;
+	e->lens[e->count] = (uint32) len;
+	e->have_key = true;
+}
+
+static void
+entries_add_id(VocabEntries *e, int32 id)
+{
+	e->ids[e->count++] = id;
+	e->have_key = false;
+}
+
+/* A jsonb vocabulary; its keys are in the database encoding, converted to UTF-8. */
+static void
+collect_jsonb(VocabEntries *e, Jsonb *vocab)
+{
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken r;
-	const SpmPiece *unk = &m->pieces[m->unk_id];
+	bool		convert = GetDatabaseEncoding() != PG_UTF8 && GetDatabaseEncoding() != PG_SQL_ASCII;
 
 	if (!JB_ROOT_IS_OBJECT(vocab) || JB_ROOT_IS_SCALAR(vocab))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the vocabulary must be a JSON object mapping pieces to ids")));
-
-	keys = a->alloc(a->ctx, sizeof(char *) * (n + 1));
-	lens = a->alloc(a->ctx, sizeof(uint32) * (n + 1));
-	ids = a->alloc(a->ctx, sizeof(int32) * (n + 1));
-	t->nmodel = 0;
-
+		not_an_object();
 	it = JsonbIteratorInit(&vocab->root);
 	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		if (r == WJB_KEY)
 		{
-			char	   *key;
+			const char *key = v.val.string.val;
+			Size		len = v.val.string.len;
 
-			if ((count & 1023) == 0)
-				CHECK_FOR_INTERRUPTS();
-			if (count >= n)
-				elog(ERROR, "vocabulary has more keys than it says");
-			key = a->alloc(a->ctx, v.val.string.len + 1);
-			memcpy(key, v.val.string.val, v.val.string.len);
-			key[v.val.string.len] = '\0';
-			keys[count] = key;
-			lens[count] = (uint32) v.val.string.len;
+			if (convert)
+			{
+				char	   *u = pg_server_to_any(key, (int) len, PG_UTF8);
+
+				if (u != key)
+				{
+					key = u;
+					len = strlen(u);
+				}
+			}
+			entries_add_key(e, key, len);
 		}
 		else if (r == WJB_VALUE)
 		{
-			ids[count] = vocab_id(&v, keys[count], (int) lens[count]);
-			if (ids[count] >= t->nmodel)
-				t->nmodel = ids[count] + 1;
-			count++;
+			if (v.type != jbvNumeric)
+				not_a_number(e->keys[e->count], (int) e->lens[e->count]);
+			entries_add_id(e, vocab_id_text(DatumGetCString(DirectFunctionCall1(numeric_out,
+																				 NumericGetDatum(v.val.numeric))),
+											e->keys[e->count], (int) e->lens[e->count]));
 		}
 	}
+}
+
+/* the JSON parser's callbacks: one object of keys and numbers */
+static void
+json_object_start(void *state)
+{
+	VocabEntries *e = state;
+
+	if (e->depth++ > 0)
+		not_a_number(e->keys[e->count], (int) e->lens[e->count]);
+}
+
+static void
+json_object_end(void *state)
+{
+	((VocabEntries *) state)->depth--;
+}
+
+static void
+json_array_start(void *state)
+{
+	VocabEntries *e = state;
+
+	if (e->depth == 0)
+		not_an_object();
+	not_a_number(e->keys[e->count], (int) e->lens[e->count]);
+}
+
+static void
+json_field(void *state, char *fname, bool isnull)
+{
+	VocabEntries *e = state;
+
+	entries_add_key(e, fname, strlen(fname));
+}
+
+static void
+json_scalar(void *state, char *token, JsonTokenType type)
+{
+	VocabEntries *e = state;
+
+	if (e->depth == 0)
+		not_an_object();
+	if (type != JSON_TOKEN_NUMBER)
+		not_a_number(e->keys[e->count], (int) e->lens[e->count]);
+	entries_add_id(e, vocab_id_text(token, e->keys[e->count], (int) e->lens[e->count]));
+}
+
+/*
+ * A vocabulary as the UTF-8 bytes of a JSON file, read by PostgreSQL's JSON
+ * lexer in UTF-8 whatever the database encoding (so "\u2581" is U+2581 in
+ * a LATIN1 database too).
+ */
+static void
+collect_json(VocabEntries *e, const char *json, Size len)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+	JsonParseErrorType rc;
+	char	   *copy;
+
+	if (len > MaxAllocSize - 1 || !pg_verify_mbstr(PG_UTF8, json, (int) len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("the vocabulary is not valid UTF-8")));
+	copy = pnstrdup(json, len);
+	lex = makeJsonLexContextCstringLen(copy, (int) len, PG_UTF8, true);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = e;
+	sem.object_start = json_object_start;
+	sem.object_end = json_object_end;
+	sem.array_start = json_array_start;
+	sem.object_field_start = json_field;
+	sem.scalar = json_scalar;
+	rc = pg_parse_json(lex, &sem);
+	if (rc != JSON_SUCCESS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type json"),
+				 errdetail("%s", json_errdetail(rc, lex)),
+				 errcontext("the vocabulary")));
+}
+
+static void
+build_vocab(Tokenizer *t, const SpmAlloc *a, const TokVocab *vocab)
+{
+	SpmModel   *m = t->model;
+	VocabEntries e;
+	const char **keys;
+	uint32	   *lens;
+	int32	   *ids;
+	int			count;
+	int			dup;
+	const SpmPiece *unk = &m->pieces[m->unk_id];
+
+	MemoryContext scratch = AllocSetContextCreate(CurrentMemoryContext, "vocabulary", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext caller = MemoryContextSwitchTo(scratch);
+
+	/* collected in scratch memory (the keys themselves from a), which goes once they are copied */
+	memset(&e, 0, sizeof(e));
+	e.a = a;
+	if (vocab->jsonb != NULL)
+		collect_jsonb(&e, vocab->jsonb);
+	else
+		collect_json(&e, vocab->json, vocab->json_len);
+	count = e.count;
+	MemoryContextSwitchTo(caller);
+
+	/* the kept arrays, from a */
+	keys = a->alloc(a->ctx, sizeof(char *) * (count + 1));
+	lens = a->alloc(a->ctx, sizeof(uint32) * (count + 1));
+	ids = a->alloc(a->ctx, sizeof(int32) * (count + 1));
+	if (count > 0)
+	{
+		memcpy(keys, e.keys, sizeof(char *) * count);
+		memcpy(lens, e.lens, sizeof(uint32) * count);
+		memcpy(ids, e.ids, sizeof(int32) * count);
+	}
+	MemoryContextDelete(scratch);
+	t->nmodel = 0;
+	for (int i = 0; i < count; i++)
+		if (ids[i] >= t->nmodel)
+			t->nmodel = ids[i] + 1;
 
 	if (!spm_map_build(&t->vocab, count, keys, lens, ids, a, &dup))
 		elog(ERROR, "vocabulary repeats the piece \"%s\"", keys[dup]);
@@ -165,8 +345,38 @@ build_vocab(Tokenizer *t, const SpmAlloc *a, Jsonb *vocab)
 	t->has_vocab = true;
 }
 
+bool
+VocabAsJsonb(void)
+{
+	return GetDatabaseEncoding() == PG_UTF8;
+}
+
+TokVocab
+VocabFromFile(const char *what, const char *json, Size len)
+{
+	TokVocab	v;
+
+	memset(&v, 0, sizeof(v));
+	if (!pg_verify_mbstr(PG_UTF8, json, (int) len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("%s is not valid UTF-8", what)));
+	if (VocabAsJsonb())
+	{
+		char	   *s = pnstrdup(json, len);
+
+		v.jsonb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s)));
+	}
+	else
+	{
+		v.json = json;
+		v.json_len = len;
+	}
+	return v;
+}
+
 void
-BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab)
+BuildTokenizer(Tokenizer *t, const char *model, Size model_len, const TokVocab *vocab)
 {
 	SpmAlloc	a = PgAllocator(t->cxt);
 
@@ -174,7 +384,7 @@ BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab)
 }
 
 void
-BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len, Jsonb *vocab)
+BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len, const TokVocab *vocab)
 {
 	char		err[256];
 
@@ -189,7 +399,7 @@ BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size mode
 				 errdetail("%s.", err)));
 	}
 	t->has_vocab = false;
-	if (vocab != NULL)
+	if (vocab != NULL && (vocab->jsonb != NULL || vocab->json != NULL))
 		build_vocab(t, a, vocab);
 }
 
@@ -209,15 +419,17 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 
 /* SHA-256 of a tokenizer's stored bytes: model file, then vocabulary. */
 static void
-content_digest(const char *model, Size model_len, Jsonb *vocab, uint8 *digest)
+content_digest(const char *model, Size model_len, const TokVocab *vocab, uint8 *digest)
 {
 	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	uint64		lens[2] = {model_len, vocab ? VARSIZE(vocab) : 0};
+	const char *vbytes = vocab->jsonb ? (const char *) vocab->jsonb : vocab->json;
+	Size		vlen = vocab->jsonb ? VARSIZE(vocab->jsonb) : vocab->json ? vocab->json_len : 0;
+	uint64		lens[3] = {model_len, vlen, vocab->jsonb ? 1 : 2};
 
 	if (pg_cryptohash_init(ctx) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) lens, sizeof(lens)) < 0 ||
 		pg_cryptohash_update(ctx, (const uint8 *) model, model_len) < 0 ||
-		(vocab && pg_cryptohash_update(ctx, (const uint8 *) vocab, VARSIZE(vocab)) < 0) ||
+		(vlen > 0 && pg_cryptohash_update(ctx, (const uint8 *) vbytes, vlen) < 0) ||
 		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
 		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
 	pg_cryptohash_free(ctx);
@@ -252,7 +464,7 @@ load_tokenizer(void *e, const char *name)
 	bool		isnull;
 	Datum		d;
 	bytea	   *model;
-	Jsonb	   *vocab = NULL;
+	TokVocab	vocab = {NULL, NULL, 0};
 	MemoryContext caller = CurrentMemoryContext;
 	const Tokenizer *same;
 	int			level;
@@ -290,7 +502,9 @@ load_tokenizer(void *e, const char *name)
 		return;
 	}
 
-	query = psprintf("SELECT model, vocab FROM %s WHERE name = $1",
+	query = psprintf("SELECT model, vocab, %s FROM %s WHERE name = $1",
+					 get_attnum(ExtensionTableOid("transformer_tokenizers"), "vocab_json") != InvalidAttrNumber ?
+					 "vocab_json" : "NULL::bytea",
 					 ExtensionTableName("transformer_tokenizers"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tokenizers");
@@ -307,9 +521,20 @@ load_tokenizer(void *e, const char *name)
 	model = DatumGetByteaPP(d);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!isnull)
-		vocab = DatumGetJsonbP(d);
+		vocab.jsonb = DatumGetJsonbP(d);
+	else
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		if (!isnull)
+		{
+			bytea	   *b = DatumGetByteaPP(d);
 
-	content_digest(VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab, entry->digest);
+			vocab.json = VARDATA_ANY(b);
+			vocab.json_len = VARSIZE_ANY_EXHDR(b);
+		}
+	}
+
+	content_digest(VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), &vocab, entry->digest);
 	same = BackendCacheFind(&tokenizer_cache, same_content, entry->digest);
 	if (same != NULL)
 	{
@@ -324,7 +549,7 @@ load_tokenizer(void *e, const char *name)
 	{
 		/* built, and shared for the next backends */
 		MemoryContextSwitchTo(entry->cxt);
-		LoadTokenizerShared(entry, name, fingerprint, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), vocab);
+		LoadTokenizerShared(entry, name, fingerprint, VARDATA_ANY(model), VARSIZE_ANY_EXHDR(model), &vocab);
 	}
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);

@@ -27,6 +27,25 @@ typedef struct Tokenizer
 	uint8		digest[32];		/* SHA-256 of the stored bytes, to share copies */
 } Tokenizer;
 
+/*
+ * A vocabulary (piece -> model id) as stored: a jsonb value (in the
+ * database encoding, UTF8 databases' choice), or the UTF-8 bytes of the
+ * JSON file (vocab_json, where the database encoding cannot hold every
+ * piece: LATIN1 and SentencePiece's U+2581).
+ */
+typedef struct TokVocab
+{
+	Jsonb	   *jsonb;
+	const char *json;
+	Size		json_len;
+} TokVocab;
+
+/* Is the database's encoding UTF8, so that vocabularies are stored as jsonb? */
+extern bool VocabAsJsonb(void);
+
+/* The vocabulary of vocab.json's bytes, stored as this database does (ERROR if it is not JSON). */
+extern TokVocab VocabFromFile(const char *what, const char *json, Size len);
+
 /* The tokenizer called name; ERROR if there is none.  Valid for the transaction. */
 extern Tokenizer *GetTokenizer(const char *name);
 
@@ -34,7 +53,7 @@ extern Tokenizer *GetTokenizer(const char *name);
  * Parse and check a model file and an optional vocabulary into t, with all
  * memory in t->cxt.  ERROR with a clear message on any defect.
  */
-extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Jsonb *vocab);
+extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, const TokVocab *vocab);
 
 /*
  * The same with every allocation the tokenizer keeps made by a (and
@@ -42,17 +61,26 @@ extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, Json
  * build into a mapped file this way.
  */
 extern void BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len,
-							   Jsonb *vocab);
+							   const TokVocab *vocab);
 
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
 extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
 
 /* sql_tokenizer.c: shared with the models */
-extern int32 StoreTokenizer(const char *name, const char *model, Size model_len, Jsonb *vocab);
+extern int32 StoreTokenizer(const char *name, const char *model, Size model_len, const TokVocab *vocab);
 extern void EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc);
 extern char *DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len);
 extern char *ToUtf8(text *t, Size *len);
 extern text *FromUtf8(const char *s, Size len);
+extern text *PieceToText(const char *s, Size len);
+
+/* transformer.invalid_utf8: what a SQL_ASCII database's invalid UTF-8 gets */
+typedef enum
+{
+	INVALID_UTF8_ERROR,
+	INVALID_UTF8_REPLACE
+} InvalidUtf8Action;
+extern int	transformer_invalid_utf8;
 
 /* A palloc allocator for the core, in the given memory context. */
 extern SpmAlloc PgAllocator(MemoryContext cxt);

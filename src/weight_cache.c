@@ -864,7 +864,7 @@ counting_alloc(void *ctx, size_t size)
 
 void
 LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
-					const char *model, Size model_len, Jsonb *vocab)
+					const char *model, Size model_len, const TokVocab *vocab)
 {
 	static uint32 counter = 0;
 	MemoryContext priv = AllocSetContextCreate(t->cxt, "transformer tokenizer", ALLOCSET_DEFAULT_SIZES);

@@ -66,7 +66,7 @@ extern bool MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprin
  * that instead; on any failure to write, a WARNING and t's own copy.
  */
 extern void LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
-								const char *model, Size model_len, Jsonb *vocab);
+								const char *model, Size model_len, const TokVocab *vocab);
 extern void RemoveSharedTokenizer(const char *name);
 
 #endif							/* WEIGHT_CACHE_H */

@@ -95,14 +95,14 @@ def main():
     reference = text[text.find("## SQL reference"):text.find(HEADER)]
     for r in rows:
         name = r[0].split("(")[0]
-        if not re.search(r"`%s\(" % re.escape(name), reference):
+        if not re.search(r"`%s[(`]" % re.escape(name), reference):
             failures.append("not in the SQL reference: " + name)
 
     # every SQLSTATE the README names is asserted by code in a pgTAP file
     codes = set(re.findall(r"`([0-9A-Z]{5})`", text))
     codes = {c for c in codes if re.search(r"[0-9]", c) and not c.isdigit() or c.isdigit() and len(c) == 5}
     asserted = set()
-    for f in glob.glob(os.path.join(ROOT, "test", "pgtap", "*.sql")):
+    for f in glob.glob(os.path.join(ROOT, "test", "**", "*.sql"), recursive=True):
         asserted |= set(re.findall(r"'([0-9A-Z]{5})'", open(f, encoding="utf-8").read()))
     for c in sorted(codes - asserted):
         failures.append("SQLSTATE %s is in the README but no pgTAP file asserts it" % c)
