@@ -65,3 +65,19 @@ AS $$
   ORDER BY best.t
 $$;
 
+
+-- DROP EXTENSION drops the tables and every model in them: that needs
+-- CASCADE, as for any object others depend on
+CREATE FUNCTION transformer_guard_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'transformer_guard_drop'
+LANGUAGE C;
+
+COMMENT ON FUNCTION transformer_guard_drop() IS
+'event trigger: DROP EXTENSION transformer without CASCADE is refused while its tables hold models or tokenizers';
+
+REVOKE ALL ON FUNCTION transformer_guard_drop() FROM PUBLIC;
+
+CREATE EVENT TRIGGER transformer_guard_drop ON ddl_command_start
+WHEN TAG IN ('DROP EXTENSION')
+EXECUTE FUNCTION transformer_guard_drop();

@@ -11,6 +11,9 @@
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_class.h"
+#include "commands/event_trigger.h"
+#include "fmgr.h"
+#include "nodes/parsenodes.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "common/hashfn.h"
@@ -176,4 +179,63 @@ LockObjectName(ExtLockKind kind, const char *name)
 						 hash_bytes((const unsigned char *) name, (int) strlen(name)),
 						 (uint32) kind, EXT_LOCK_CLASS);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * The event trigger transformer_guard_drop, on DROP EXTENSION: dropping the
+ * extension drops its tables, and with them every model and tokenizer.
+ * As PostgreSQL does for dependent objects, that needs CASCADE: without
+ * it, an ERROR names what would be lost.
+ */
+PG_FUNCTION_INFO_V1(transformer_guard_drop);
+Datum
+transformer_guard_drop(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	DropStmt   *stmt;
+	bool		ours = false;
+	int			level;
+	int64		models,
+				tokenizers;
+	char	   *names;
+	bool		isnull;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "transformer_guard_drop: not called as an event trigger");
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (!IsA(trigdata->parsetree, DropStmt))
+		PG_RETURN_VOID();
+	stmt = (DropStmt *) trigdata->parsetree;
+	if (stmt->removeType != OBJECT_EXTENSION || stmt->behavior == DROP_CASCADE)
+		PG_RETURN_VOID();
+	{
+		ListCell   *lc;
+
+		foreach(lc, stmt->objects)
+			if (IsA(lfirst(lc), String) && strcmp(strVal(lfirst(lc)), "transformer") == 0)
+				ours = true;
+	}
+	if (!ours || !OidIsValid(get_extension_oid("transformer", true)))
+		PG_RETURN_VOID();
+
+	level = ExtSpiConnect();
+	if (SPI_execute(psprintf("SELECT (SELECT count(*) FROM %s), (SELECT count(*) FROM %s), "
+							 "(SELECT string_agg(quote_ident(name), ', ' ORDER BY name) FROM "
+							 "(SELECT name FROM %s ORDER BY name LIMIT 5) f)",
+							 ExtensionTableName("transformer_models"), ExtensionTableName("transformer_tokenizers"),
+							 ExtensionTableName("transformer_models")), true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not count the models");
+	models = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	tokenizers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	names = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	if (models > 0 || tokenizers > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop extension transformer because its tables hold models or tokenizers"),
+				 errdetail("transformer_models holds %lld rows%s%s%s, transformer_tokenizers %lld.",
+						   (long long) models, names ? " (" : "", names ? names : "",
+						   names ? (models > 5 ? ", ...)" : ")") : "", (long long) tokenizers),
+				 errhint("Keep them with pg_dump or export_model() first; then DROP EXTENSION transformer CASCADE drops them with the extension.")));
+	ExtSpiFinish(level);
+	PG_RETURN_VOID();
 }

@@ -34,7 +34,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
                                  'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                                 'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files')
+                                 'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
+                                 'transformer_guard_drop')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -48,14 +49,14 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
   'functions writing tokenizers and models (or files) are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
-             AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()',
+             AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()', 'transformer_guard_drop()',
                              'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
                              'set_model_languages(text,text,text)', 'heatmap_svg(real[],text[],text[],text)',
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels) and the trigger');
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -10,7 +10,7 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(24);
+SELECT plan(27);
 -- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
@@ -28,7 +28,15 @@ SELECT translate('SELECT attention FROM memory', 'old', 3) AS old_want \gset
 CREATE TEMP TABLE old_tok AS SELECT name, model, vocab FROM transformer_tokenizers WHERE name LIKE 'old/%';
 CREATE TEMP TABLE old_model AS SELECT name, config, config_json, vocab_json, safetensors_header, source_tokenizer, target_tokenizer FROM transformer_models WHERE name = 'old';
 CREATE TEMP TABLE old_tensors AS SELECT model, name, shape, dtype, data_offset, data FROM transformer_tensors WHERE model = 'old';
-DROP EXTENSION transformer;
+-- DROP EXTENSION would drop the models with the tables: it needs CASCADE
+SELECT throws_ok('DROP EXTENSION transformer', '2BP01',
+  'cannot drop extension transformer because its tables hold models or tokenizers',
+  'DROP EXTENSION of an extension holding models is refused without CASCADE');
+SAVEPOINT empty;
+SELECT drop_model('old') \g /dev/null
+SELECT lives_ok('DROP EXTENSION transformer', '... and allowed once the tables are empty');
+ROLLBACK TO empty;
+SELECT lives_ok('DROP EXTENSION transformer CASCADE', '... or with CASCADE');
 
 CREATE EXTENSION transformer VERSION '0.1.0';
 INSERT INTO transformer_tokenizers (name, model, vocab) SELECT * FROM old_tok;
