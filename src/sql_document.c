@@ -262,6 +262,50 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, 
 	}
 }
 
+/* A document u[0..len) as parts: its sentences (cut further if too long) as jobs, the whitespace kept. */
+static void
+plan_document(CachedModel *cm, Tokenizer *tok, int limit, const char *u, size_t len, DocPlan *plan, Jobs *jobs)
+{
+	int			nseg;
+	size_t	   *b = SentenceBounds(u, len, cm->source_lang, &nseg);
+
+	for (int i = 0; i < nseg; i++)
+	{
+		size_t		start = b[i],
+					end = b[i + 1];
+		size_t		cs = start,
+					ce = end;
+
+		while (cs < end && is_space(u[cs]))
+			cs++;
+		while (ce > cs && is_space(u[ce - 1]))
+			ce--;
+		add_part(plan, -1, start, cs - start);
+		if (ce > cs)
+			plan_sentence(plan, jobs, tok, limit, u, cs, ce);
+		add_part(plan, -1, ce, end - ce);
+	}
+}
+
+int
+DocumentSentences(CachedModel *cm, text *doc, text ***sentences)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	int			limit = cm->model.cfg.max_pos - 1;	/* with EOS */
+	DocPlan		plan = {0};
+	Jobs		jobs = {0};
+	Size		len;
+	char	   *u = ToUtf8(doc, &len);
+
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
+	plan_document(cm, tok, limit, u, len, &plan, &jobs);
+	MemoryContextDelete(jobs.scratch);
+	*sentences = palloc(sizeof(text *) * (jobs.n + 1));
+	for (int j = 0; j < jobs.n; j++)
+		(*sentences)[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	return jobs.n;
+}
+
 void
 TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const CallOptions *o, text **out)
 {
@@ -281,8 +325,6 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	{
 		Size		len;
 		char	   *u;
-		size_t	   *b;
-		int			nseg;
 		bool		blank = true;
 
 		out[d] = NULL;
@@ -297,23 +339,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			utf8[d] = NULL;
 			continue;
 		}
-		b = SentenceBounds(u, len, cm->source_lang, &nseg);
-		for (int i = 0; i < nseg; i++)
-		{
-			size_t		start = b[i],
-						end = b[i + 1];
-			size_t		cs = start,
-						ce = end;
-
-			while (cs < end && is_space(u[cs]))
-				cs++;
-			while (ce > cs && is_space(u[ce - 1]))
-				ce--;
-			add_part(&plans[d], -1, start, cs - start);
-			if (ce > cs)
-				plan_sentence(&plans[d], &jobs, tok, limit, u, cs, ce);
-			add_part(&plans[d], -1, ce, end - ce);
-		}
+		plan_document(cm, tok, limit, u, len, &plans[d], &jobs);
 	}
 
 	MemoryContextDelete(jobs.scratch);

@@ -601,7 +601,7 @@ PieceOf(Tokenizer *tok, int id, Size *len)
 
 static void
 PutRows(ReturnSetInfo *rsinfo, const char *stack, int layers, int heads, int nq, int nk,
-		const float *w, text **qtok, text **ktok, bool causal)
+		const float *w, text **qtok, text **ktok, bool causal, int qoff, int koff)
 {
 	Datum		v[8];
 	bool		nulls[8] = {false};
@@ -616,9 +616,9 @@ PutRows(ReturnSetInfo *rsinfo, const char *stack, int layers, int heads, int nq,
 				{
 					v[1] = Int32GetDatum(l + 1);
 					v[2] = Int32GetDatum(h + 1);
-					v[3] = Int32GetDatum(i + 1);
+					v[3] = Int32GetDatum(qoff + i + 1);
 					v[4] = PointerGetDatum(qtok[i]);
-					v[5] = Int32GetDatum(j + 1);
+					v[5] = Int32GetDatum(koff + j + 1);
 					v[6] = PointerGetDatum(ktok[j]);
 					v[7] = Float4GetDatum(w[(((size_t) l * heads + h) * nq + i) * nk + j]);
 					tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
@@ -627,23 +627,16 @@ PutRows(ReturnSetInfo *rsinfo, const char *stack, int layers, int heads, int nq,
 }
 
 /*
- * attention_map(input, model, beam_size): every attention weight of the
- * translation generate() gives input (as one sentence): the encoder's
- * self-attention, the decoder's, and the encoder-decoder attention of each
- * step that produced an output token (EOS included), from one
- * teacher-forced pass over those tokens.
+ * The attention maps of one sentence (in): rows with query and key
+ * positions after *qoff and *koff (advanced past this sentence's).
  */
-PG_FUNCTION_INFO_V1(attention_map);
-Datum
-attention_map(PG_FUNCTION_ARGS)
+static void
+SentenceMaps(ReturnSetInfo *rsinfo, CachedModel *cm, const char *model, text *in, const CallOptions *o,
+			 int *src_off, int *tgt_off)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *model;
-	CachedModel *cm;
-	const TfConfig *c;
-	Tokenizer  *stok;
-	Tokenizer  *ttok;
-	CallOptions o;
+	const TfConfig *c = &cm->model.cfg;
+	Tokenizer  *stok = GetTokenizer(cm->source_tokenizer);
+	Tokenizer  *ttok = GetTokenizer(cm->target_tokenizer);
 	TfDecodeOptions opt;
 	int			n,
 				nout,
@@ -660,18 +653,9 @@ attention_map(PG_FUNCTION_ARGS)
 	double		floats;
 	SpmAlloc	a;
 
-	InitMaterializedSRF(fcinfo, 0);
-	if (PG_ARGISNULL(0))
-		return (Datum) 0;
-	model = ModelArg(fcinfo, 1);
-	cm = GetModel(model);
-	c = &cm->model.cfg;
-	stok = GetTokenizer(cm->source_tokenizer);
-	ttok = GetTokenizer(cm->target_tokenizer);
-	GetCallOptions(fcinfo, &o);
-	src = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
-	DecodeOptions(cm, model, n, &o, &opt);
-	nout = GenerateIds(cm, model, InputTextArg(fcinfo, 0), &o, &out);
+	src = SourceIds(cm, model, in, &n);
+	DecodeOptions(cm, model, n, o, &opt);
+	nout = GenerateIds(cm, model, in, o, &out);
 	/* EOS ended it, unless the length did */
 	T = nout + (nout < opt.max_length - 1 ? 1 : 0);
 	tokens = palloc(sizeof(int) * (T + 1));
@@ -712,9 +696,48 @@ attention_map(PG_FUNCTION_ARGS)
 	}
 	if (T > 0)
 	{
-		PutRows(rsinfo, "encoder", c->enc_layers, c->enc_heads, n, n, enc_w, src_piece, src_piece, false);
-		PutRows(rsinfo, "decoder", c->dec_layers, c->dec_heads, T, T, dec_w, tgt_piece, tgt_piece, true);
-		PutRows(rsinfo, "cross", c->dec_layers, c->dec_heads, T, n, cross_w, tgt_piece, src_piece, false);
+		PutRows(rsinfo, "encoder", c->enc_layers, c->enc_heads, n, n, enc_w, src_piece, src_piece, false,
+				*src_off, *src_off);
+		PutRows(rsinfo, "decoder", c->dec_layers, c->dec_heads, T, T, dec_w, tgt_piece, tgt_piece, true,
+				*tgt_off, *tgt_off);
+		PutRows(rsinfo, "cross", c->dec_layers, c->dec_heads, T, n, cross_w, tgt_piece, src_piece, false,
+				*tgt_off, *src_off);
 	}
+	*src_off += n;
+	*tgt_off += T;
+}
+
+/*
+ * attention_map(input, model, beam_size): every attention weight of the
+ * translation translate() gives input, sentence by sentence as it
+ * translates it (its sentences, cut where one is longer than the model's
+ * positions): the encoder's self-attention, the decoder's, and the
+ * encoder-decoder attention of each step that produced an output token
+ * (EOS included), from one teacher-forced pass over those tokens.
+ * Positions run on across sentences; a sentence attends only to itself,
+ * so there are no rows between sentences.
+ */
+PG_FUNCTION_INFO_V1(attention_map);
+Datum
+attention_map(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *model;
+	CachedModel *cm;
+	CallOptions o;
+	text	  **sentences;
+	int			nsent;
+	int			src_off = 0,
+				tgt_off = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		return (Datum) 0;
+	model = ModelArg(fcinfo, 1);
+	cm = GetModel(model);
+	GetCallOptions(fcinfo, &o);
+	nsent = DocumentSentences(cm, InputTextArg(fcinfo, 0), &sentences);
+	for (int i = 0; i < nsent; i++)
+		SentenceMaps(rsinfo, cm, model, sentences[i], &o, &src_off, &tgt_off);
 	return (Datum) 0;
 }

@@ -42,6 +42,14 @@ extern void TranslateSentences(CachedModel *cm, const char *model, int n, text *
  * sentences, all sentences decoded as one batch, joined again with the
  * original whitespace.  NULL stays NULL; whitespace-only comes back as is.
  */
+/*
+ * The pieces TranslateDocuments() decodes of one document, in order: its
+ * sentences, each cut further where it is longer than the model's
+ * positions (text in the database encoding, palloc'd).  A blank document
+ * has none.
+ */
+extern int	DocumentSentences(CachedModel *cm, text *doc, text ***sentences);
+
 extern void TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs,
 							   const CallOptions *o, text **out);
 

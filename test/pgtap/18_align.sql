@@ -13,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(4);
+SELECT plan(8);
 SELECT import_model('multi30k_de_en') \g /dev/null
 CREATE TEMP TABLE gold AS
 SELECT n, c->>'de' AS de, c->>'en' AS en, (l->>0)::int AS s, (l->>1)::int AS t
@@ -43,5 +43,22 @@ END $$;
 SELECT diag('alignment error rate: align() ' || round(pg_temp.aer('links')::numeric, 3) || ', diagonal ' || round(pg_temp.aer('diagonal')::numeric, 3));
 SELECT cmp_ok(pg_temp.aer('links'), '<', pg_temp.aer('diagonal'), 'align() has a lower alignment error rate than the diagonal');
 SELECT cmp_ok(pg_temp.aer('links'), '<', 0.15::float8, 'and below 0.15');
+-- a text of several sentences is explained as translate() translates it:
+-- sentence by sentence, the positions running on (issue 23)
+\set doc 'Ein Hund rennt durch den Schnee. Zwei Frauen sitzen auf einer Bank und reden. Ein Mann fährt Fahrrad.'
+SELECT is((SELECT string_agg(target_word, ' ' ORDER BY target_pos) FROM align(:'doc', 'multi30k_de_en')),
+  (SELECT string_agg(w, ' ') FROM regexp_split_to_table(translate(:'doc', 'multi30k_de_en'), '\s+') w WHERE w <> ''),
+  'align() of three sentences: the target words are translate()''s output, word for word');
+SELECT is((SELECT count(*)::int FROM attention_map(:'doc', 'multi30k_de_en') WHERE stack = 'cross' AND layer = 1 AND head = 1 AND key_token = '</s>'),
+  (SELECT count(DISTINCT query_pos)::int FROM attention_map(:'doc', 'multi30k_de_en') WHERE stack = 'cross'),
+  'attention_map(): each output token attends to the EOS of its own sentence only');
+SELECT is((SELECT count(*)::int FROM (SELECT query_pos, sum(weight) AS s FROM attention_map(:'doc', 'multi30k_de_en')
+           WHERE stack = 'cross' AND layer = 1 AND head = 1 GROUP BY query_pos) r WHERE abs(s - 1) > 1e-4), 0,
+  'attention_map(): each row of weights sums to 1 within its sentence');
+SELECT is((SELECT string_agg(t, '' ORDER BY p) FROM (SELECT DISTINCT query_pos AS p, query_token AS t FROM attention_map(:'doc', 'multi30k_de_en')
+           WHERE stack = 'cross' AND query_token <> '</s>') q),
+  U&'\2581' || replace(translate(:'doc', 'multi30k_de_en'), ' ', U&'\2581'),
+  'attention_map(): its output pieces spell translate()''s output');
+
 SELECT * FROM finish();
 ROLLBACK;
