@@ -308,6 +308,7 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 	UText		ut = UTEXT_INITIALIZER;
 	UChar		probe[80];
 	size_t	   *b;
+	size_t		bcap;
 	int			n = 0;
 	int32_t		prev;
 	int32_t		p;
@@ -377,8 +378,14 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		snprintf(err, errlen, "could not segment the text: %s", u_errorName(status));
 		return -1;
 	}
-	/* at most one boundary per UTF-16 unit */
-	b = a->alloc(a->ctx, sizeof(size_t) * ((size_t) ulen + 2));
+	/*
+	 * At most one boundary per UTF-16 unit, but a sentence is rarely so
+	 * short: room for one per 64 units, twice as much when that fills.
+	 */
+	bcap = (size_t) ulen / 64 + 64;
+	if (bcap > (size_t) ulen + 2)
+		bcap = (size_t) ulen + 2;
+	b = a->alloc(a->ctx, sizeof(size_t) * bcap);
 	b[0] = 0;
 	prev = ubrk_first(bi);
 	while ((p = ubrk_next(bi)) != UBRK_DONE)
@@ -425,6 +432,24 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		else
 			b[++n] = bytes;
 		prev = p;
+		if ((size_t) n + 2 >= bcap && bcap < (size_t) ulen + 2)
+		{
+			size_t	   *nb;
+
+			bcap = bcap * 2 < (size_t) ulen + 2 ? bcap * 2 : (size_t) ulen + 2;
+			nb = a->alloc(a->ctx, sizeof(size_t) * bcap);
+			/* (copied 64 KB at a time: this may be a few hundred MB) */
+			for (size_t i = 0; i <= (size_t) n; i += SPM_INTERRUPT_WORK / sizeof(size_t))
+			{
+				size_t		k = (size_t) n + 1 - i;
+
+				if (k > SPM_INTERRUPT_WORK / sizeof(size_t))
+					k = SPM_INTERRUPT_WORK / sizeof(size_t);
+				memcpy(nb + i, b + i, sizeof(size_t) * k);
+				SPM_CHECK_INTERRUPTS_WORK(work, sizeof(size_t) * k);
+			}
+			b = nb;
+		}
 	}
 	/* the iterator must not keep pointing into u, which the caller frees */
 	ubrk_setText(bi, probe, 0, &status);
