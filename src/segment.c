@@ -211,7 +211,13 @@ seg_extract(UText *ut, int64_t start, int64_t limit, UChar *dest, int32_t destCa
 	n = (int32_t) (limit - start);
 	memcpy(dest, (const UChar *) ut->context + start, sizeof(UChar) * (size_t) (n < destCapacity ? n : destCapacity));
 	utext_setNativeIndex(ut, limit);
-	return u_terminateUChars(dest, destCapacity, n, status);
+	if (n < destCapacity)
+		dest[n] = 0;
+	else if (n == destCapacity)
+		*status = U_STRING_NOT_TERMINATED_WARNING;
+	else
+		*status = U_BUFFER_OVERFLOW_ERROR;
+	return n;
 }
 
 static const UTextFuncs seg_funcs = {
