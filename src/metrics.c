@@ -87,13 +87,14 @@ is_digit(unsigned char c)
  * same result: spaces are only ever put next to the ASCII character.
  */
 static void
-pass2(const char *in, size_t n, int kind, Buf *out)
+pass2(const char *in, size_t n, int kind, Buf *out, size_t *work)
 {
 	size_t		i = 0;
 
 	out->n = 0;
 	while (i < n)
 	{
+		SPM_CHECK_INTERRUPTS_WORK(*work, 1);
 		unsigned char c0 = (unsigned char) in[i];
 		unsigned char c1 = i + 1 < n ? (unsigned char) in[i + 1] : 0;
 		int			m = 0;
@@ -152,6 +153,7 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 	Buf			b1 = {NULL, 0, 0, a};
 	Buf			b2 = {NULL, 0, 0, a};
 	size_t		i = 0;
+	size_t		work = 0;		/* bytes looked at, for the interrupt hook */
 
 	if (len == 0)
 	{
@@ -162,6 +164,7 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 	buf_put(&b1, " ", 1);
 	while (i < len)
 	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		if (len - i >= 9 && memcmp(s + i, "<skipped>", 9) == 0)
 			i += 9;
 		else if (len - i >= 2 && s[i] == '-' && s[i + 1] == '\n')
@@ -182,10 +185,13 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 
 			b2.n = 0;
 			for (size_t k = 0; k < b1.n;)
+			{
+				SPM_CHECK_INTERRUPTS_WORK(work, 1);
 				if (b1.n - k >= fl && memcmp(b1.s + k, from[e], fl) == 0)
 					buf_put(&b2, to[e], 1), k += fl;
 				else
 					buf_put(&b2, b1.s + k, 1), k++;
+			}
 			b1.n = 0;
 			buf_put(&b1, b2.s, b2.n);
 		}
@@ -194,6 +200,8 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 	/* punctuation: " \1 " around each */
 	b2.n = 0;
 	for (size_t k = 0; k < b1.n; k++)
+	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		if (is_punct13a((unsigned char) b1.s[k]))
 		{
 			buf_put(&b2, " ", 1);
@@ -202,9 +210,10 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 		}
 		else
 			buf_put(&b2, b1.s + k, 1);
-	pass2(b2.s, b2.n, 1, &b1);
-	pass2(b1.s, b1.n, 2, &b2);
-	pass2(b2.s, b2.n, 3, &b1);
+	}
+	pass2(b2.s, b2.n, 1, &b1, &work);
+	pass2(b1.s, b1.n, 2, &b2, &work);
+	pass2(b2.s, b2.n, 3, &b1, &work);
 	/* " ".join(line.split()) */
 	b2.n = 0;
 	for (size_t k = 0; k < b1.n;)
@@ -213,10 +222,16 @@ tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len)
 					w;
 
 		while (k < b1.n && (w = ws_len(b1.s, k, b1.n)) > 0)
+		{
+			SPM_CHECK_INTERRUPTS_WORK(work, w);
 			k += w;
+		}
 		e = k;
 		while (e < b1.n && ws_len(b1.s, e, b1.n) == 0)
+		{
+			SPM_CHECK_INTERRUPTS_WORK(work, 1);
 			e++;
+		}
 		if (e > k)
 		{
 			if (b2.n)
@@ -323,10 +338,13 @@ items(const char *s, size_t len, int chars, const SpmAlloc *a)
 	size_t	   *off = a->alloc(a->ctx, sizeof(size_t) * (len + 1));
 	size_t	   *ln = a->alloc(a->ctx, sizeof(size_t) * (len + 1));
 	size_t		i = 0;
+	size_t		work = 0;		/* bytes looked at, for the interrupt hook */
 
 	while (i < len)
 	{
 		size_t		w = ws_len(s, i, len);
+
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 
 		if (w > 0)
 		{
@@ -342,7 +360,10 @@ items(const char *s, size_t len, int chars, const SpmAlloc *a)
 		}
 		else
 			while (i < len && ws_len(s, i, len) == 0)
+			{
+				SPM_CHECK_INTERRUPTS_WORK(work, 1);
 				i++;
+			}
 		ln[q.n] = i - off[q.n];
 		q.n++;
 	}

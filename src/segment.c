@@ -11,19 +11,21 @@
 #include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/ustring.h>
+#include <unicode/utext.h>
 #include <unicode/utf16.h>
 #include <unicode/utf8.h>
 
-/* Is s[start..end) a one-letter abbreviation at its end: " X." (X a letter), then whitespace? */
+/*
+ * Is s[start..end) a one-letter abbreviation at its end: " X." (X a letter),
+ * then whitespace?  e: where its trailing ' ', '\t', '\n' and '\r' start
+ * (start at the earliest).
+ */
 static bool
-ends_in_initial(const char *s, size_t start, size_t end)
+ends_in_initial(const char *s, size_t start, size_t e, size_t end)
 {
-	size_t		e = end;
 	int32_t		i;
 	UChar32		c;
 
-	while (e > start && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r'))
-		e--;
 	if (e == end || e < start + 2 || s[e - 1] != '.')
 		return false;
 	/* the letter before the period, and before it a space or the start */
@@ -52,15 +54,18 @@ continues_sentence(const char *s, size_t start, size_t end)
 	return u_isalpha(c) && i < n && s[start + i] == '.';
 }
 
-/* Is there a line or paragraph separator in the whitespace before u[boundary]? */
-static bool
-ends_paragraph(const UChar *u, int32_t boundary)
+/* White_Space, as u_isUWhiteSpace, of one UTF-16 unit */
+static inline bool
+is_ws(UChar c)
 {
-	for (int32_t k = boundary; k > 0 && u_isUWhiteSpace(u[k - 1]); k--)
-		if (u[k - 1] == '\n' || u[k - 1] == '\r' || u[k - 1] == 0x2028 || u[k - 1] == 0x2029 ||
-			u[k - 1] == 0x85 || u[k - 1] == '\f' || u[k - 1] == '\v')
-			return true;
-	return false;
+	return u_isUWhiteSpace(c);
+}
+
+/* A line or paragraph separator (in the whitespace before a boundary, it ends a paragraph) */
+static inline bool
+is_sep(UChar c)
+{
+	return c == '\n' || c == '\r' || c == 0x2028 || c == 0x2029 || c == 0x85 || c == '\f' || c == '\v';
 }
 
 /*
@@ -96,25 +101,151 @@ suppresses(UBreakIterator *ss, const UChar *w, int32_t n, UChar *buf)
  * suffixes is.
  */
 static bool
-whole_word_suppressed(UBreakIterator *ss, const UChar *u, int32_t boundary, UChar *buf)
+whole_word_suppressed(UBreakIterator *ss, const UChar *u, int32_t end, UChar *buf, size_t *work)
 {
-	int32_t		end = boundary;
-	int32_t		start;
+	int32_t		start = end;
 
-	while (end > 0 && u_isUWhiteSpace(u[end - 1]))
-		end--;
-	start = end;
-	while (start > 0 && !u_isUWhiteSpace(u[start - 1]))
+	/* (end: where the whitespace before the boundary starts; words past 64 units are not looked at) */
+	while (start > 0 && end - start <= 64 && !is_ws(u[start - 1]))
 		start--;
 	if (end - start < 2 || end - start > 64)
 		return false;
+	*work += (size_t) (end - start) + 8;
 	if (!suppresses(ss, u + start, end - start, buf))
 		return false;
 	/* (one letter and a period may be an initial of its own) */
 	for (int32_t k = start + 1; k < end - 2; k++)
-		if (!U16_IS_TRAIL(u[k]) && suppresses(ss, u + k, end - k, buf))
+	{
+		if (U16_IS_TRAIL(u[k]))
+			continue;
+		*work += (size_t) (end - k) + 8;
+		if (suppresses(ss, u + k, end - k, buf))
 			return false;
+	}
 	return true;
+}
+
+/*
+ * The text as a UText of chunks of SEG_CHUNK units, so that the break
+ * iterator, which may scan the whole text for one boundary, calls the
+ * interrupt hook as it goes: at each chunk it enters.  context is the
+ * UTF-16 text, a its length.
+ */
+#define SEG_CHUNK 16384
+
+static UBool U_CALLCONV
+seg_access(UText *ut, int64_t index, UBool forward)
+{
+	const int64_t len = ut->a;
+	int64_t		clipped = index < 0 ? 0 : index > len ? len : index;
+	int64_t		needed = clipped;
+	int64_t		start;
+
+	if (spm_interrupt_hook != NULL)
+		spm_interrupt_hook();
+	if (!forward && needed > 0)
+		needed--;
+	else if (forward && needed == len && needed > 0)
+		needed--;
+	start = needed - needed % SEG_CHUNK;
+	if (ut->chunkContents == NULL || ut->chunkNativeStart != start)
+	{
+		ut->chunkContents = (const UChar *) ut->context + start;
+		ut->chunkNativeStart = start;
+		ut->chunkLength = (int32_t) (len - start < SEG_CHUNK ? len - start : SEG_CHUNK);
+		ut->chunkNativeLimit = start + ut->chunkLength;
+		ut->nativeIndexingLimit = ut->chunkLength;
+	}
+	ut->chunkOffset = (int32_t) (clipped - ut->chunkNativeStart);
+	return forward ? ut->chunkOffset < ut->chunkLength : ut->chunkOffset > 0;
+}
+
+static int64_t U_CALLCONV
+seg_native_length(UText *ut)
+{
+	return ut->a;
+}
+
+static UText *U_CALLCONV
+seg_clone(UText *dest, const UText *src, UBool deep, UErrorCode *status)
+{
+	if (U_FAILURE(*status))
+		return dest;
+	if (deep)
+	{
+		*status = U_UNSUPPORTED_ERROR;
+		return dest;
+	}
+	dest = utext_setup(dest, 0, status);
+	if (U_FAILURE(*status))
+		return dest;
+	dest->providerProperties = src->providerProperties;
+	dest->chunkNativeLimit = src->chunkNativeLimit;
+	dest->nativeIndexingLimit = src->nativeIndexingLimit;
+	dest->chunkNativeStart = src->chunkNativeStart;
+	dest->chunkOffset = src->chunkOffset;
+	dest->chunkLength = src->chunkLength;
+	dest->chunkContents = src->chunkContents;
+	dest->pFuncs = src->pFuncs;
+	dest->context = src->context;
+	dest->a = src->a;
+	return dest;
+}
+
+static int32_t U_CALLCONV
+seg_extract(UText *ut, int64_t start, int64_t limit, UChar *dest, int32_t destCapacity,
+			UErrorCode *status)
+{
+	int64_t		len = ut->a;
+	int32_t		n;
+
+	if (U_FAILURE(*status))
+		return 0;
+	if (destCapacity < 0 || (dest == NULL && destCapacity > 0) || start > limit)
+	{
+		*status = U_ILLEGAL_ARGUMENT_ERROR;
+		return 0;
+	}
+	start = start < 0 ? 0 : start > len ? len : start;
+	limit = limit < start ? start : limit > len ? len : limit;
+	n = (int32_t) (limit - start);
+	memcpy(dest, (const UChar *) ut->context + start, sizeof(UChar) * (size_t) (n < destCapacity ? n : destCapacity));
+	utext_setNativeIndex(ut, limit);
+	if (n < destCapacity)
+		dest[n] = 0;
+	else if (n == destCapacity)
+		*status = U_STRING_NOT_TERMINATED_WARNING;
+	else
+		*status = U_BUFFER_OVERFLOW_ERROR;
+	return n;
+}
+
+static const UTextFuncs seg_funcs = {
+	sizeof(UTextFuncs),
+	0, 0, 0,
+	seg_clone,
+	seg_native_length,
+	seg_access,
+	seg_extract,
+	NULL,						/* replace */
+	NULL,						/* copy */
+	NULL,						/* mapOffsetToNative: the index is native */
+	NULL,						/* mapNativeIndexToUTF16 */
+	NULL,						/* close */
+	NULL, NULL, NULL
+};
+
+static void
+seg_open(UText *ut, const UChar *u, int32_t ulen, UErrorCode *status)
+{
+	utext_setup(ut, 0, status);
+	if (U_FAILURE(*status))
+		return;
+	ut->pFuncs = &seg_funcs;
+	ut->context = u;
+	ut->a = ulen;
+	ut->chunkContents = NULL;
+	seg_access(ut, 0, true);
 }
 
 /*
@@ -164,21 +295,36 @@ open_iterators(const char *locale, UBreakIterator **bi, UBreakIterator **ss, UEr
 	return true;
 }
 
+/*
+ * Interrupts: the hook is called every SPM_INTERRUPT_WORK units of work,
+ * a UTF-16 unit or a byte of the text looked at each, and at each chunk
+ * of the text the break iterator enters.  Every pass below is linear in
+ * the text: the whitespace before a boundary and the bytes of its
+ * sentence come from scans that only move forward.
+ */
 int
 tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc *a,
 				   size_t **bounds, char *err, size_t errlen)
 {
 	UErrorCode	status = U_ZERO_ERROR;
 	UChar	   *u;
-	int32_t		ulen;
+	int32_t		ulen = 0;
 	UBreakIterator *bi;
 	UBreakIterator *ss = NULL;
+	UText		ut = UTEXT_INITIALIZER;
 	UChar		probe[80];
 	size_t	   *b;
+	size_t		bcap;
 	int			n = 0;
 	int32_t		prev;
 	int32_t		p;
 	size_t		bytes = 0;
+	size_t		work = 0;
+	int32_t		scan = 0;		/* u[0..scan) looked at: */
+	int32_t		ws_start = 0;	/* where its trailing whitespace starts */
+	int32_t		last_sep = 0;	/* after its last separator (0: none) */
+	size_t		bscan = 0;		/* s[0..bscan) looked at: */
+	size_t		bws_start = 0;	/* where its trailing ' ', '\t', '\n', '\r' start */
 
 	if (len > (size_t) INT32_MAX / 2)
 	{
@@ -193,48 +339,123 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		return -1;
 	}
 
+	/* to UTF-16, SPM_INTERRUPT_WORK bytes at a time, cut before a character */
 	u = a->alloc(a->ctx, sizeof(UChar) * (len + 1));
-	u_strFromUTF8(u, (int32_t) len + 1, &ulen, s, (int32_t) len, &status);
-	if (U_FAILURE(status))
+	for (size_t off = 0; off < len;)
 	{
-		snprintf(err, errlen, "could not convert the text to UTF-16: %s", u_errorName(status));
-		return -1;
+		size_t		end = len - off > SPM_INTERRUPT_WORK ? off + SPM_INTERRUPT_WORK : len;
+		int32_t		got = 0;
+
+		if (end < len)
+		{
+			size_t		e = end;
+
+			/* (more than 3 continuation bytes in a row are invalid wherever the cut) */
+			while (e > off && end - e < 4 && U8_IS_TRAIL((uint8_t) s[e]))
+				e--;
+			if (e > off && !U8_IS_TRAIL((uint8_t) s[e]))
+				end = e;
+		}
+		if (spm_interrupt_hook != NULL)
+			spm_interrupt_hook();
+		u_strFromUTF8(u + ulen, (int32_t) (len + 1 - (size_t) ulen), &got, s + off,
+					  (int32_t) (end - off), &status);
+		if (U_FAILURE(status))
+		{
+			snprintf(err, errlen, "could not convert the text to UTF-16: %s", u_errorName(status));
+			return -1;
+		}
+		ulen += got;
+		off = end;
 	}
+	/* (u_strFromUTF8 terminates u when there is room, as the one call did) */
+	u[ulen] = 0;
 	if (!open_iterators(locale, &bi, &ss, &status))
 	{
 		snprintf(err, errlen, "could not open a sentence break iterator for locale \"%s\": %s",
 				 locale, u_errorName(status));
 		return -1;
 	}
-	ubrk_setText(bi, u, ulen, &status);
+	seg_open(&ut, u, ulen, &status);
+	if (U_SUCCESS(status))
+		ubrk_setUText(bi, &ut, &status);
 	if (U_FAILURE(status))
 	{
 		snprintf(err, errlen, "could not segment the text: %s", u_errorName(status));
 		return -1;
 	}
-	/* at most one boundary per UTF-16 unit */
-	b = a->alloc(a->ctx, sizeof(size_t) * ((size_t) ulen + 2));
+	/*
+	 * At most one boundary per UTF-16 unit, but a sentence is rarely so
+	 * short: room for one per 64 units, twice as much when that fills.
+	 */
+	bcap = (size_t) ulen / 64 + 64;
+	if (bcap > (size_t) ulen + 2)
+		bcap = (size_t) ulen + 2;
+	b = a->alloc(a->ctx, sizeof(size_t) * bcap);
 	b[0] = 0;
 	prev = ubrk_first(bi);
 	while ((p = ubrk_next(bi)) != UBRK_DONE)
 	{
-		int32_t		seg_bytes = 0;
-		UErrorCode	st = U_ZERO_ERROR;
+		SPM_CHECK_INTERRUPTS_WORK(work, 16);
+		/* the byte length of u[prev..p) in UTF-8 (preflights; no cut in a pair) */
+		for (int32_t q = prev; q < p;)
+		{
+			int32_t		e = p - q > (int32_t) SPM_INTERRUPT_WORK ? q + (int32_t) SPM_INTERRUPT_WORK : p;
+			int32_t		seg_bytes = 0;
+			UErrorCode	st = U_ZERO_ERROR;
 
-		if ((n & 1023) == 0 && spm_interrupt_hook != NULL)
-			spm_interrupt_hook();
-		/* the byte length of u[prev..p) in UTF-8 (a preflight) */
-		u_strToUTF8(NULL, 0, &seg_bytes, u + prev, p - prev, &st);
-		bytes += (size_t) seg_bytes;
-		if (p < ulen && !ends_paragraph(u, p) &&
-			((ss && whole_word_suppressed(ss, u, p, probe)) ||
-			 (ends_in_initial(s, b[n], bytes) && continues_sentence(s, bytes, len))))
+			if (e < p && U16_IS_LEAD(u[e - 1]))
+				e++;
+			u_strToUTF8(NULL, 0, &seg_bytes, u + q, e - q, &st);
+			bytes += (size_t) seg_bytes;
+			SPM_CHECK_INTERRUPTS_WORK(work, e - q);
+			q = e;
+		}
+		/* the whitespace before p, and whether it has a separator */
+		for (; scan < p; scan++)
+		{
+			if (!is_ws(u[scan]))
+				ws_start = scan + 1;
+			else if (is_sep(u[scan]))
+				last_sep = scan + 1;
+			SPM_CHECK_INTERRUPTS_WORK(work, 1);
+		}
+		for (; bscan < bytes; bscan++)
+		{
+			char		c = s[bscan];
+
+			if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+				bws_start = bscan + 1;
+			SPM_CHECK_INTERRUPTS_WORK(work, 1);
+		}
+		if (p < ulen && last_sep <= ws_start &&
+			((ss && whole_word_suppressed(ss, u, ws_start, probe, &work)) ||
+			 (ends_in_initial(s, b[n], bws_start > b[n] ? bws_start : b[n], bytes) &&
+			  continues_sentence(s, bytes, len))))
 		{
 			/* not the end of a sentence: the next one continues it */
 		}
 		else
 			b[++n] = bytes;
 		prev = p;
+		if ((size_t) n + 2 >= bcap && bcap < (size_t) ulen + 2)
+		{
+			size_t	   *nb;
+
+			bcap = bcap * 2 < (size_t) ulen + 2 ? bcap * 2 : (size_t) ulen + 2;
+			nb = a->alloc(a->ctx, sizeof(size_t) * bcap);
+			/* (copied 64 KB at a time: this may be a few hundred MB) */
+			for (size_t i = 0; i <= (size_t) n; i += SPM_INTERRUPT_WORK / sizeof(size_t))
+			{
+				size_t		k = (size_t) n + 1 - i;
+
+				if (k > SPM_INTERRUPT_WORK / sizeof(size_t))
+					k = SPM_INTERRUPT_WORK / sizeof(size_t);
+				memcpy(nb + i, b + i, sizeof(size_t) * k);
+				SPM_CHECK_INTERRUPTS_WORK(work, sizeof(size_t) * k);
+			}
+			b = nb;
+		}
 	}
 	/* the iterator must not keep pointing into u, which the caller frees */
 	ubrk_setText(bi, probe, 0, &status);

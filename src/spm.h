@@ -121,6 +121,24 @@ extern void (*spm_interrupt_hook) (void);
 			spm_interrupt_hook(); \
 	} while (0)
 
+/*
+ * The same by work done: add work (bytes of input looked at, or the
+ * equivalent) to counter, a size_t, and call the hook once it reaches
+ * SPM_INTERRUPT_WORK.  Whatever the shape of the input, a loop then calls
+ * the hook at least every 64 KB of input it processes.
+ */
+#define SPM_INTERRUPT_WORK ((size_t) 64 * 1024)
+#define SPM_CHECK_INTERRUPTS_WORK(counter, work) \
+	do { \
+		(counter) += (size_t) (work); \
+		if ((counter) >= SPM_INTERRUPT_WORK) \
+		{ \
+			(counter) = 0; \
+			if (spm_interrupt_hook != NULL) \
+				spm_interrupt_hook(); \
+		} \
+	} while (0)
+
 /* Longest model file and piece we accept: far beyond real ones. */
 #define SPM_MAX_MODEL_BYTES ((size_t) 256 * 1024 * 1024)
 #define SPM_MAX_PIECE_BYTES 4096

@@ -46,7 +46,7 @@ out_append(Out *o, const char *s, size_t n)
 
 /* Consecutive byte pieces are one UTF-8 string; bad bytes become U+FFFD. */
 static void
-flush_bytes(Out *o, const unsigned char *bytes, size_t n)
+flush_bytes(Out *o, const unsigned char *bytes, size_t n, size_t *work)
 {
 	size_t		i = 0;
 
@@ -60,6 +60,7 @@ flush_bytes(Out *o, const unsigned char *bytes, size_t n)
 		else
 			out_append(o, (const char *) bytes + i, (size_t) mblen);
 		i += (size_t) mblen;
+		SPM_CHECK_INTERRUPTS_WORK(*work, mblen);
 	}
 }
 
@@ -100,6 +101,7 @@ spm_decode_pieces(const SpmModel *m, int n, const char *const *strs,
 	size_t		nbytes = 0;
 	bool		is_bos_ws = true;
 	bool		bos_ws_seen = false;
+	size_t		work = 0;		/* bytes looked at, for the interrupt hook */
 
 	o.cap = 64;
 	o.data = a->alloc(a->ctx, o.cap + 1);
@@ -114,7 +116,8 @@ spm_decode_pieces(const SpmModel *m, int n, const char *const *strs,
 		int			id;
 		const SpmPiece *p;
 
-		SPM_CHECK_INTERRUPTS(i);
+		/* the piece is hashed, and looked through for U+2581 */
+		SPM_CHECK_INTERRUPTS_WORK(work, 2 * len + 16);
 		id = spm_piece_to_id(m, s, len);
 		p = &m->pieces[id];
 
@@ -129,7 +132,7 @@ spm_decode_pieces(const SpmModel *m, int n, const char *const *strs,
 				}
 			continue;
 		}
-		flush_bytes(&o, bytes, nbytes);
+		flush_bytes(&o, bytes, nbytes, &work);
 		nbytes = 0;
 
 		if (bos_ws_seen || o.len > 0)
@@ -157,7 +160,7 @@ spm_decode_pieces(const SpmModel *m, int n, const char *const *strs,
 		}
 		append_unescaped(&o, s, len);
 	}
-	flush_bytes(&o, bytes, nbytes);
+	flush_bytes(&o, bytes, nbytes, &work);
 
 	if (o.overflow)
 		return NULL;

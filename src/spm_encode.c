@@ -37,9 +37,13 @@ encode_unigram(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Se
 	size_t		st = 0;
 	int			count = 0;
 	Seg		   *segs;
+	size_t		work = 0;		/* bytes and lookups, for the interrupt hook */
 
 	for (size_t i = 0; i <= n; i++)
+	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		start[i] = -1;
+	}
 
 	while (st < n)
 	{
@@ -48,7 +52,7 @@ encode_unigram(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Se
 		bool		has_single = false;
 		uint32_t	h = SPM_HASH_INIT;
 
-		SPM_CHECK_INTERRUPTS(st + 1);
+		SPM_CHECK_INTERRUPTS_WORK(work, mblen);
 		if (mblen > n - st)
 			mblen = n - st;
 
@@ -60,6 +64,7 @@ encode_unigram(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Se
 						cand;
 			size_t		t = st + l;
 
+			SPM_CHECK_INTERRUPTS_WORK(work, 1);
 			if (id == -2)
 				break;
 			if (id < 0)
@@ -98,10 +103,14 @@ encode_unigram(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Se
 	}
 
 	for (size_t e = n; e > 0; e = (size_t) start[e])
+	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		count++;
+	}
 	segs = a->alloc(a->ctx, sizeof(Seg) * (size_t) (count > 0 ? count : 1));
 	for (size_t e = n, i = (size_t) count; e > 0; e = (size_t) start[e])
 	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		i--;
 		segs[i].str = s + start[e];
 		segs[i].len = (uint32_t) (e - (size_t) start[e]);
@@ -201,8 +210,10 @@ typedef struct BpeState
 	const SpmModel *m;
 	Symbol	   *sym;
 	Heap		heap;
-	RevMerge   *rev;
+	RevMerge   *rev;			/* grown as it fills: most texts merge few UNUSED pieces */
 	uint32_t	rev_mask;
+	uint32_t	rev_count;
+	const SpmAlloc *a;
 } BpeState;
 
 static uint32_t
@@ -224,6 +235,20 @@ rev_slot(const BpeState *b, const char *s, uint32_t len)
 		   !(b->rev[i].len == len && memcmp(b->rev[i].str, s, len) == 0))
 		i = (i + 1) & b->rev_mask;
 	return &b->rev[i];
+}
+
+/* Twice the slots, the entries moved over (their slots are found again) */
+static void
+rev_grow(BpeState *b)
+{
+	RevMerge   *old = b->rev;
+	uint32_t	old_cap = b->rev_mask + 1;
+
+	b->rev = b->a->alloc(b->a->ctx, sizeof(RevMerge) * (size_t) old_cap * 2);
+	b->rev_mask = old_cap * 2 - 1;
+	for (uint32_t i = 0; i < old_cap; i++)
+		if (old[i].str != NULL)
+			*rev_slot(b, old[i].str, old[i].len) = old[i];
 }
 
 static void
@@ -257,6 +282,16 @@ maybe_add(BpeState *b, int left, int right)
 	{
 		RevMerge   *e = rev_slot(b, l->str, len);
 
+		if (e->str == NULL)
+		{
+			/* at most half full */
+			if (2 * (b->rev_count + 1) > b->rev_mask + 1)
+			{
+				rev_grow(b);
+				e = rev_slot(b, l->str, len);
+			}
+			b->rev_count++;
+		}
 		e->str = l->str;
 		e->len = len;
 		e->left_len = l->len;
@@ -293,8 +328,9 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 	int			nsym = 0;
 	int			count = 0;
 	size_t		pos = 0;
-	uint32_t	rev_cap = 16;
+	uint32_t	rev_cap = 64;
 	Seg		   *segs;
+	size_t		work = 0;		/* bytes and heap operations, for the interrupt hook */
 
 	b.m = m;
 	b.sym = a->alloc(a->ctx, sizeof(Symbol) * (n + 1));
@@ -305,6 +341,7 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 		size_t		l = 0;
 		bool		found = false;
 
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		if (m->has_user_defined)
 		{
 			uint32_t	h = SPM_HASH_INIT;
@@ -313,6 +350,7 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 			{
 				int32_t		id = spm_map_step(&m->user_defined, s + pos, k, &h);
 
+				SPM_CHECK_INTERRUPTS_WORK(work, 1);
 				if (id == -2)
 					break;
 				if (id >= 0)
@@ -340,13 +378,17 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 	/* each merge pushes at most two pairs */
 	b.heap.items = a->alloc(a->ctx, sizeof(Pair) * (size_t) (3 * nsym + 1));
 	b.heap.n = 0;
-	while (rev_cap < (uint32_t) (6 * nsym + 2))
-		rev_cap <<= 1;
 	b.rev = a->alloc(a->ctx, sizeof(RevMerge) * rev_cap);
 	b.rev_mask = rev_cap - 1;
+	b.rev_count = 0;
+	b.a = a;
 
 	for (int i = 1; i < nsym; i++)
+	{
+		/* (a pair is hashed, and pushed on the heap) */
+		SPM_CHECK_INTERRUPTS_WORK(work, b.sym[i - 1].len + b.sym[i].len + 16);
 		maybe_add(&b, i - 1, i);
+	}
 
 	while (b.heap.n > 0)
 	{
@@ -354,7 +396,7 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 		Symbol	   *l = &b.sym[top.left];
 		Symbol	   *r = &b.sym[top.right];
 
-		SPM_CHECK_INTERRUPTS(b.heap.n);
+		SPM_CHECK_INTERRUPTS_WORK(work, 32);
 
 		/* stale: one side was merged away since */
 		if (l->len == 0 || r->len == 0 || l->len + r->len != top.size)
@@ -364,13 +406,17 @@ encode_bpe(const SpmModel *m, const char *s, size_t n, const SpmAlloc *a, Seg **
 		if (r->next >= 0)
 			b.sym[r->next].prev = top.left;
 		r->len = 0;
+		SPM_CHECK_INTERRUPTS_WORK(work, 2 * l->len + 32);
 		maybe_add(&b, l->prev, top.left);
 		maybe_add(&b, top.left, l->next);
 	}
 
 	segs = a->alloc(a->ctx, sizeof(Seg) * (n + 1));
 	for (int i = nsym > 0 ? 0 : -1; i != -1; i = b.sym[i].next)
+	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 2 * b.sym[i].len);
 		resegment(&b, b.sym[i].str, b.sym[i].len, segs, &count);
+	}
 	*out = segs;
 	return count;
 }
@@ -385,6 +431,7 @@ spm_encode(const SpmModel *m, const char *text, size_t len,
 	int			nseg = 0;
 	int			ntok = 0;
 	bool		prev_unk = false;
+	size_t		work = 0;		/* segments and bytes, for the interrupt hook */
 
 	memset(enc, 0, sizeof(*enc));
 	if (!spm_normalize(m, &m->normalizer, true, text, len, a,
@@ -400,13 +447,17 @@ spm_encode(const SpmModel *m, const char *text, size_t len,
 
 	/* byte fallback turns an unknown of k bytes into k tokens */
 	for (int i = 0; i < nseg; i++)
+	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
 		ntok += (m->byte_fallback && segs[i].id == m->unk_id) ? (int) segs[i].len : 1;
+	}
 	enc->tokens = a->alloc(a->ctx, sizeof(SpmToken) * (size_t) (ntok > 0 ? ntok : 1));
 
 	for (int i = 0; i < nseg; i++)
 	{
 		bool		is_unk = m->pieces[segs[i].id].type == SPM_UNKNOWN;
 
+		SPM_CHECK_INTERRUPTS_WORK(work, 1 + segs[i].len);
 		if (is_unk && m->byte_fallback)
 		{
 			for (uint32_t k = 0; k < segs[i].len; k++)

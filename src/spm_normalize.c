@@ -110,7 +110,7 @@ unit_offset(uint32_t u)
  * checked, so a corrupt array ends the walk instead of reading astray.
  */
 static size_t
-charsmap_longest(const SpmNormalizer *n, const char *s, size_t len, uint32_t *value)
+charsmap_longest(const SpmNormalizer *n, const char *s, size_t len, uint32_t *value, size_t *work)
 {
 	size_t		found = 0;
 	uint32_t	node;
@@ -126,6 +126,7 @@ charsmap_longest(const SpmNormalizer *n, const char *s, size_t len, uint32_t *va
 		uint32_t	c = (unsigned char) s[i];
 		uint32_t	u;
 
+		(*work)++;
 		node ^= c;
 		if (node >= n->nunits)
 			break;
@@ -194,11 +195,11 @@ buf_ends_with(const Buf *b, const char *s, size_t n)
 
 /*
  * NormalizePrefix: the replacement for the start of s, and how many bytes
- * of s it consumes (at least 1).
+ * of s it consumes (at least 1).  The bytes looked at are added to *work.
  */
 static size_t
 normalize_prefix(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
-				 const char *s, size_t len, const char **rep, size_t *rep_len)
+				 const char *s, size_t len, const char **rep, size_t *rep_len, size_t *work)
 {
 	uint32_t	value = 0;
 	size_t		l;
@@ -214,6 +215,7 @@ normalize_prefix(const SpmModel *m, const SpmNormalizer *n, bool with_model_rule
 		{
 			int32_t		id = spm_map_step(&m->user_defined, s, k, &h);
 
+			(*work)++;
 			if (id == -2)
 				break;
 			if (id >= 0)
@@ -227,7 +229,7 @@ normalize_prefix(const SpmModel *m, const SpmNormalizer *n, bool with_model_rule
 		}
 	}
 
-	l = charsmap_longest(n, s, len, &value);
+	l = charsmap_longest(n, s, len, &value, work);
 	if (l > 0 && value < n->strings_len)
 	{
 		*rep = n->strings + value;
@@ -257,6 +259,7 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 	size_t		ws_len = n->escape_whitespaces ? 3 : 1;
 	bool		is_prev_space;
 	Buf			b;
+	size_t		work = 0;		/* bytes looked at, for the interrupt hook */
 
 	b.cap = len * 3 + 16 < SPM_MAX_NORMALIZED_BYTES ? len * 3 + 16 : SPM_MAX_NORMALIZED_BYTES;
 	b.data = a->alloc(a->ctx, b.cap + 1);
@@ -268,13 +271,13 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 
 	/* heading whitespace */
 	if (n->remove_extra_whitespaces)
-		for (size_t iter = 1; len > 0; iter++)
+		while (len > 0)
 		{
 			const char *rep;
 			size_t		rep_len;
-			size_t		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len);
+			size_t		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len, &work);
 
-			SPM_CHECK_INTERRUPTS(iter);
+			SPM_CHECK_INTERRUPTS_WORK(work, 1);
 			if (rep_len != 1 || rep[0] != ' ')
 				break;
 			in += used;
@@ -287,14 +290,14 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 		buf_append(&b, ws, ws_len);
 
 	is_prev_space = n->remove_extra_whitespaces;
-	for (size_t iter = 1; len > 0; iter++)
+	while (len > 0)
 	{
 		const char *rep;
 		size_t		rep_len;
 		size_t		used;
 
-		SPM_CHECK_INTERRUPTS(iter);
-		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len);
+		used = normalize_prefix(m, n, with_model_rules, in, len, &rep, &rep_len, &work);
+		SPM_CHECK_INTERRUPTS_WORK(work, 1 + rep_len);
 
 		if (is_prev_space)
 			while (rep_len > 0 && rep[0] == ' ')
@@ -323,7 +326,10 @@ spm_normalize(const SpmModel *m, const SpmNormalizer *n, bool with_model_rules,
 
 	if (n->remove_extra_whitespaces)
 		while (buf_ends_with(&b, ws, ws_len))
+		{
+			SPM_CHECK_INTERRUPTS_WORK(work, ws_len);
 			b.len -= ws_len;
+		}
 
 	if (suffix && n->add_dummy_prefix)
 		buf_append(&b, ws, ws_len);

@@ -188,6 +188,8 @@ class Suite:
         kind, _, name = test.partition(":")
         if kind == "unit":
             return ["test/unit/test_core", "test/fixtures/core_ops.txt"]
+        if kind == "pathological":
+            return ["make", "-s", "pathological"]
         if kind == "regress":
             return ["make", "-s", "installcheck", "REGRESS=" + name]
         if kind == "tap":
