@@ -31,6 +31,13 @@ double		tf_bleu_score(const double *stats);
 void		tf_chrf_add(double *stats, const char *hyp, size_t hyp_len, const char *ref, size_t ref_len,
 						const SpmAlloc *a);
 
+/*
+ * References of at least this many bytes (13a-tokenized for BLEU) are
+ * counted in wide table slots; the default, 2^31, is beyond the server's
+ * texts.  Tests lower it to exercise the wide slots.
+ */
+extern size_t tf_metrics_wide_bytes;
+
 /* chrF with beta = 2 (0 to 100) of summed statistics. */
 double		tf_chrf_score(const double *stats);
 
