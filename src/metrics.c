@@ -286,6 +286,17 @@ scan_check(Scan *sc, size_t i)
 	}
 }
 
+/* ws_len, with ASCII inline */
+static inline size_t
+ws_len_scan(const char *s, size_t i, size_t n)
+{
+	unsigned char c = (unsigned char) s[i];
+
+	if (c < 0x80)
+		return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f);
+	return ws_len(s, i, n);
+}
+
 /* The next item at or after sc->pos: its offset and length; false at the end. */
 static inline bool
 next_item(Scan *sc, size_t *start, size_t *ilen)
@@ -295,7 +306,7 @@ next_item(Scan *sc, size_t *start, size_t *ilen)
 	size_t		i = sc->pos;
 	size_t		w;
 
-	while (i < len && (w = ws_len(s, i, len)) > 0)
+	while (i < len && (w = ws_len_scan(s, i, len)) > 0)
 	{
 		i += w;
 		scan_check(sc, i);
@@ -313,7 +324,7 @@ next_item(Scan *sc, size_t *start, size_t *ilen)
 			scan_check(sc, i);
 		}
 	else
-		while (i < len && ws_len(s, i, len) == 0)
+		while (i < len && ws_len_scan(s, i, len) == 0)
 		{
 			i++;
 			scan_check(sc, i);
@@ -369,13 +380,43 @@ ngram_hash(const uint64_t *ih, int n)
 	return fmix64(g);
 }
 
-/* Whether the n-grams at a in ta and at b in tb have the same items. */
+/*
+ * Whether the n-gram at a in ta has the items of the one at b in tb, which
+ * spans tb->s[b, b_end).  Mostly the same bytes: then the same items if a
+ * scan of those bytes cannot look past them (ws_len reads a lead byte's
+ * sequence; complete ones end inside) and a's last item ends there too.
+ */
 static bool
-ngram_eq(const Text *ta, size_t a, const Text *tb, size_t b, int n)
+ngram_same_bytes(const Text *ta, size_t a, const Text *tb, size_t b, size_t b_end)
+{
+	size_t		n = b_end - b;
+	size_t		a_end = a + n;
+
+	if (ta->len - a < n || memcmp(ta->s + a, tb->s + b, n) != 0)
+		return false;
+	for (size_t p = n > 3 ? b_end - 3 : b; p < b_end; p++)
+	{
+		unsigned char c = (unsigned char) tb->s[p];
+
+		if (c >= 0xC2 && p + (c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4) > b_end)
+			return false;
+	}
+	if (a_end == ta->len)
+		return true;
+	if (ta->chars)
+		return ((unsigned char) ta->s[a_end] & 0xC0) != 0x80;
+	return ws_len_scan(ta->s, a_end, ta->len) > 0;
+}
+
+/* Whether the n-grams at a in ta and at b in tb (to b_end) have the same items. */
+static bool
+ngram_eq(const Text *ta, size_t a, const Text *tb, size_t b, size_t b_end, int n)
 {
 	Scan		sa,
 				sb;
 
+	if (ngram_same_bytes(ta, a, tb, b, b_end))
+		return true;
 	scan_init(&sa, ta, a);
 	scan_init(&sb, tb, b);
 	for (int k = 0; k < n; k++)
@@ -400,6 +441,7 @@ typedef struct Window
 	int			n;
 	uint64_t	seed;
 	size_t		items;			/* scanned so far */
+	size_t		end;			/* where the last one ends */
 	size_t		start[TF_CHRF_ORDER];
 	uint64_t	ih[TF_CHRF_ORDER];
 } Window;
@@ -413,9 +455,9 @@ window_init(Window *w, const Text *t, int n, uint64_t seed)
 	w->items = 0;
 }
 
-/* The next n-gram: its position and hash; false at the end. */
+/* The next n-gram: where it starts and ends, its hash; false at the end. */
 static inline bool
-window_next(Window *w, size_t *pos, uint64_t *hash)
+window_next(Window *w, size_t *pos, size_t *end, uint64_t *hash)
 {
 	size_t		st,
 				ln;
@@ -434,6 +476,7 @@ window_next(Window *w, size_t *pos, uint64_t *hash)
 		w->items++;
 	} while (w->items < (size_t) w->n);
 	*pos = w->start[0];
+	*end = st + ln;
 	*hash = ngram_hash(w->ih, w->n);
 	return true;
 }
@@ -598,7 +641,7 @@ table_grow(Table *t)
 
 /* The slot of the n-gram at pos in text (r: the reference, whose n-grams are stored), or its empty slot */
 static inline size_t
-table_find(const Table *t, const Text *r, const Text *text, size_t pos, uint64_t hash, int n)
+table_find(const Table *t, const Text *r, const Text *text, size_t pos, size_t end, uint64_t hash, int n)
 {
 	size_t		mask = ((size_t) 1 << t->bits) - 1;
 	size_t		k = t_home(t, hash);
@@ -607,7 +650,7 @@ table_find(const Table *t, const Text *r, const Text *text, size_t pos, uint64_t
 
 	while ((p = t_pos1(t, k)) != 0)
 	{
-		if (t_hash(t, k) == stored && ngram_eq(r, p - 1, text, pos, n))
+		if (t_hash(t, k) == stored && ngram_eq(r, p - 1, text, pos, end, n))
 			return k;
 		k = (k + 1) & mask;
 	}
@@ -624,15 +667,16 @@ clipped_matches(const Text *h, const Text *r, int n, Table *t, uint64_t seed,
 				size_t *items_h, size_t *items_r)
 {
 	Window		w;
-	size_t		pos;
+	size_t		pos,
+				end;
 	uint64_t	hash;
 	double		m = 0;
 
 	table_clear(t);
 	window_init(&w, r, n, seed);
-	while (window_next(&w, &pos, &hash))
+	while (window_next(&w, &pos, &end, &hash))
 	{
-		size_t		k = table_find(t, r, r, pos, hash, n);
+		size_t		k = table_find(t, r, r, pos, end, hash, n);
 
 		if (t_pos1(t, k) != 0)
 		{
@@ -646,13 +690,13 @@ clipped_matches(const Text *h, const Text *r, int n, Table *t, uint64_t seed,
 	}
 	*items_r = w.items;
 	window_init(&w, h, n, seed);
-	while (window_next(&w, &pos, &hash))
+	while (window_next(&w, &pos, &end, &hash))
 	{
 		size_t		k;
 
 		if (t->used == 0)
 			continue;
-		k = table_find(t, r, h, pos, hash, n);
+		k = table_find(t, r, h, pos, end, hash, n);
 		if (t_pos1(t, k) != 0 && t_count(t, k) > 0)
 		{
 			t_count_step(t, k, false);
