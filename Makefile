@@ -68,7 +68,7 @@ install-models:
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c \
-	src/weight_file.c src/model.c
+	src/weight_file.c src/model.c src/metrics.c src/spm_model.c src/protobuf.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 

@@ -365,6 +365,9 @@ item_hash(const char *p, size_t n, uint64_t seed)
 	return fmix64(h ^ w ^ 0x5bd1e9955bd1e995ULL);
 }
 
+/* The bits of n-gram hashes kept (a test keeps few, so that unequal n-grams collide) */
+uint64_t	tf_metrics_hash_mask = ~(uint64_t) 0;
+
 /* An n-gram's hash from its items' hashes, in order. */
 static inline uint64_t
 ngram_hash(const uint64_t *ih, int n)
@@ -377,7 +380,7 @@ ngram_hash(const uint64_t *ih, int n)
 
 	for (int k = 0; k < n; k++)
 		g += ih[k] * mul[k];
-	return fmix64(g);
+	return fmix64(g) & tf_metrics_hash_mask;
 }
 
 /*

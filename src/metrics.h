@@ -8,6 +8,7 @@
 #define METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "spm.h"				/* SpmAlloc */
 
@@ -37,6 +38,9 @@ void		tf_chrf_add(double *stats, const char *hyp, size_t hyp_len, const char *re
  * texts.  Tests lower it to exercise the wide slots.
  */
 extern size_t tf_metrics_wide_bytes;
+
+/* The bits of the n-gram hashes kept; tests keep a few top bits, to compare colliding n-grams. */
+extern uint64_t tf_metrics_hash_mask;
 
 /* chrF with beta = 2 (0 to 100) of summed statistics. */
 double		tf_chrf_score(const double *stats);
