@@ -70,7 +70,7 @@ install-models:
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c \
-	src/weight_file.c src/model.c
+	src/weight_file.c src/model.c src/metrics.c src/spm_model.c src/protobuf.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
 
@@ -176,14 +176,22 @@ bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_gemm.c $(CORE_SRC) -lopenblas -lm
 bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
+# Peak memory and time of BLEU and chrF on 1, 10, 40 MB sentence pairs (issue 23; not part of make test);
+# METRICS_SRC=another revision's metrics.c (with -B) to compare
+METRICS_SRC ?= src/metrics.c
+BENCH_METRICS_ARGS ?= 1 10 40
+bench-metrics-memory: bench/metrics_memory
+	bench/metrics_memory $(BENCH_METRICS_ARGS)
+bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/spm_model.c src/protobuf.c src/metrics.h src/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/spm_model.c src/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/tensor_ops.c src/gemm.c src/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8
+EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 
-.PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8
+.PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
 SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c

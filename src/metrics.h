@@ -8,6 +8,7 @@
 #define METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "spm.h"				/* SpmAlloc */
 
@@ -30,6 +31,16 @@ double		tf_bleu_score(const double *stats);
 /* Add one sentence pair's chrF statistics (characters of UTF-8, whitespace removed). */
 void		tf_chrf_add(double *stats, const char *hyp, size_t hyp_len, const char *ref, size_t ref_len,
 						const SpmAlloc *a);
+
+/*
+ * References of at least this many bytes (13a-tokenized for BLEU) are
+ * counted in wide table slots; the default, 2^31, is beyond the server's
+ * texts.  Tests lower it to exercise the wide slots.
+ */
+extern size_t tf_metrics_wide_bytes;
+
+/* The bits of the n-gram hashes kept; tests keep a few top bits, to compare colliding n-grams. */
+extern uint64_t tf_metrics_hash_mask;
 
 /* chrF with beta = 2 (0 to 100) of summed statistics. */
 double		tf_chrf_score(const double *stats);

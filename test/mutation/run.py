@@ -36,7 +36,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MUTANTS = os.path.join(REPO, "test", "mutation", "mutants.txt")
 CORE_SRC = ["src/tensor_ops.c", "src/gemm.c", "src/gemm_int8.c", "src/attention.c",
-            "src/online_softmax.c", "src/weight_file.c", "src/model.c"]
+            "src/online_softmax.c", "src/weight_file.c", "src/model.c", "src/metrics.c",
+            "src/spm_model.c", "src/protobuf.c"]
 SLOW_FACTOR, SLOW_EXTRA = 2.0, 10.0      # a test past twice its time + 10 s has caught a mutant
 
 

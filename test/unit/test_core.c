@@ -1,7 +1,8 @@
 /*
  * test_core.c
- *		Unit tests of the numeric core against PyTorch fixtures, outside the
- *		server (make unittest).  Each case prints its max abs difference, in
+ *		Unit tests of the numeric core against PyTorch fixtures, and of the
+ *		metrics' n-gram counts against a naive count, outside the server
+ *		(make unittest).  Each case prints its max abs difference, in
  *		the spirit of llm.c's check_tensor.
  *
  * Fixture format (test/fixtures/core_ops.txt, from tools/gen_fixtures.py):
@@ -15,7 +16,9 @@
 #include <string.h>
 
 #include "attention.h"
+#include "metrics.h"
 #include "online_softmax.h"
+#include "spm.h"
 #include "tensor_ops.h"
 #include "weight_file.h"
 
@@ -703,6 +706,345 @@ test_small_matmul(const char *kernels)
 		}
 }
 
+/* ---------------------------------------------------------------- metrics */
+
+/* An allocator for the metrics: calloc, all freed at once */
+typedef struct MetArena
+{
+	void	  **p;
+	size_t		n,
+				cap;
+} MetArena;
+
+static void *
+met_alloc(void *ctx, size_t size)
+{
+	MetArena   *a = ctx;
+
+	if (a->n == a->cap)
+	{
+		a->cap = a->cap ? 2 * a->cap : 64;
+		a->p = realloc(a->p, a->cap * sizeof(void *));
+		if (!a->p)
+			exit(2);
+	}
+	return a->p[a->n++] = xmalloc(size);
+}
+
+static void
+met_free(MetArena *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->p[i]);
+	free(a->p);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Items as the naive reference sees them: split at ' ', '\t', '\n', U+00A0 (the only whitespace of the cases) */
+typedef struct NaiveItems
+{
+	const char *s[4096];
+	size_t		len[4096];
+	int			n;
+} NaiveItems;
+
+static int
+naive_ws(const char *s, size_t i, size_t n)
+{
+	if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')
+		return 1;
+	if (i + 1 < n && (unsigned char) s[i] == 0xC2 && (unsigned char) s[i + 1] == 0xA0)
+		return 2;
+	return 0;
+}
+
+static void
+naive_items(NaiveItems *it, const char *s, size_t n, int chars)
+{
+	size_t		i = 0;
+
+	it->n = 0;
+	while (i < n)
+	{
+		int			w = naive_ws(s, i, n);
+		size_t		st = i;
+
+		if (w)
+		{
+			i += w;
+			continue;
+		}
+		i++;
+		if (chars)
+			while (i < n && ((unsigned char) s[i] & 0xC0) == 0x80)
+				i++;
+		else
+			while (i < n && !naive_ws(s, i, n))
+				i++;
+		if (it->n == 4096)
+		{
+			fprintf(stderr, "naive_items: too many items\n");
+			exit(2);
+		}
+		it->s[it->n] = s + st;
+		it->len[it->n++] = i - st;
+	}
+}
+
+static int
+naive_eq(const NaiveItems *a, int i, const NaiveItems *b, int j, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (a->len[i + k] != b->len[j + k] || memcmp(a->s[i + k], b->s[j + k], a->len[i + k]) != 0)
+			return 0;
+	return 1;
+}
+
+static int
+naive_count(const NaiveItems *a, int i, const NaiveItems *b, int n)
+{
+	int			c = 0;
+
+	for (int j = 0; j + n <= b->n; j++)
+		c += naive_eq(a, i, b, j, n);
+	return c;
+}
+
+/* Σ over the distinct n-grams of h of min(count in h, count in r) */
+static double
+naive_matches(const NaiveItems *h, const NaiveItems *r, int n)
+{
+	double		m = 0;
+
+	for (int i = 0; i + n <= h->n; i++)
+	{
+		int			first = 1;
+		int			ch,
+					cr;
+
+		for (int j = 0; j < i && first; j++)
+			first = !naive_eq(h, i, h, j, n);
+		if (!first)
+			continue;
+		ch = naive_count(h, i, h, n);
+		cr = naive_count(h, i, r, n);
+		m += ch < cr ? ch : cr;
+	}
+	return m;
+}
+
+static NaiveItems naive_h,
+			naive_r;
+
+static void
+naive_chrf(double *st, const char *h, size_t hl, const char *r, size_t rl)
+{
+	naive_items(&naive_h, h, hl, 1);
+	naive_items(&naive_r, r, rl, 1);
+	for (int n = 1; n <= TF_CHRF_ORDER; n++)
+	{
+		st[3 * (n - 1)] += naive_h.n >= n ? naive_h.n - n + 1 : 0;
+		st[3 * (n - 1) + 1] += naive_r.n >= n ? naive_r.n - n + 1 : 0;
+		st[3 * (n - 1) + 2] += naive_matches(&naive_h, &naive_r, n);
+	}
+}
+
+static void
+naive_bleu(double *st, const char *h, size_t hl, const char *r, size_t rl, const SpmAlloc *a)
+{
+	size_t		htl,
+				rtl;
+	const char *ht = tf_tokenize_13a(h, hl, a, &htl);
+	const char *rt = tf_tokenize_13a(r, rl, a, &rtl);
+
+	naive_items(&naive_h, ht, htl, 0);
+	naive_items(&naive_r, rt, rtl, 0);
+	st[0] += naive_h.n;
+	st[1] += naive_r.n;
+	for (int n = 1; n <= 4; n++)
+	{
+		st[1 + n] += naive_matches(&naive_h, &naive_r, n);
+		st[5 + n] += naive_h.n >= n ? naive_h.n - n + 1 : 0;
+	}
+}
+
+static unsigned long long met_rng = 88172645463325252ULL;
+
+static unsigned
+met_rand(void)
+{
+	met_rng ^= met_rng << 13;
+	met_rng ^= met_rng >> 7;
+	met_rng ^= met_rng << 17;
+	return (unsigned) (met_rng >> 16);
+}
+
+/* n pieces drawn from pieces[0..np) */
+static size_t
+met_text(char *buf, size_t cap, const char *const *pieces, int np, int n)
+{
+	size_t		len = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		const char *p = pieces[met_rand() % np];
+		size_t		l = strlen(p);
+
+		if (len + l >= cap)
+			break;
+		memcpy(buf + len, p, l);
+		len += l;
+	}
+	buf[len] = '\0';
+	return len;
+}
+
+/*
+ * tf_bleu_add and tf_chrf_add against the naive counts above, bit for bit,
+ * with the n-gram table's slots narrow and wide, its hashes whole and cut
+ * to 3 bits (every n-gram then collides with others and is compared).
+ */
+static void
+check_metrics_case(const char *name, const char *h, size_t hl, const char *r, size_t rl)
+{
+	MetArena	arena = {0};
+	SpmAlloc	a = {met_alloc, &arena};
+	double		want_b[TF_BLEU_STATS] = {0},
+				want_c[TF_CHRF_STATS] = {0};
+	static const char *const modes[] = {"", "wide", "3-bit hashes", "wide, 3-bit hashes"};
+
+	naive_bleu(want_b, h, hl, r, rl, &a);
+	naive_chrf(want_c, h, hl, r, rl);
+	for (int mode = 0; mode < 4; mode++)
+	{
+		double		got_b[TF_BLEU_STATS] = {0},
+					got_c[TF_CHRF_STATS] = {0};
+		int			bad;
+
+		tf_metrics_wide_bytes = (mode & 1) ? 0 : (size_t) 1 << 31;
+		tf_metrics_hash_mask = (mode & 2) ? 0xE000000000000000ULL : ~(uint64_t) 0;
+		tf_bleu_add(got_b, h, hl, r, rl, &a);
+		tf_chrf_add(got_c, h, hl, r, rl, &a);
+		bad = memcmp(got_b, want_b, sizeof(got_b)) != 0 || memcmp(got_c, want_c, sizeof(got_c)) != 0;
+		printf("%-4s metrics %-22s %-18s BLEU matches %g/%g/%g/%g, chrF 6-gram matches %g of %g\n",
+			   bad ? "FAIL" : "ok", name, modes[mode], got_b[2], got_b[3], got_b[4], got_b[5],
+			   got_c[17], want_c[17]);
+		if (bad)
+		{
+			failed++;
+			for (int i = 0; i < TF_BLEU_STATS; i++)
+				printf("     bleu[%d] %g, naive %g\n", i, got_b[i], want_b[i]);
+			for (int i = 0; i < TF_CHRF_STATS; i++)
+				printf("     chrf[%d] %g, naive %g\n", i, got_c[i], want_c[i]);
+		}
+		else
+			passed++;
+	}
+	tf_metrics_wide_bytes = (size_t) 1 << 31;
+	tf_metrics_hash_mask = ~(uint64_t) 0;
+	met_free(&arena);
+}
+
+static long met_interrupts;
+
+static void
+met_count_interrupt(void)
+{
+	met_interrupts++;
+}
+
+static void
+test_metrics(void)
+{
+	static char h[8192],
+				r[8192];
+	size_t		hl,
+				rl;
+
+	/* many repeated n-grams, more often on one side than the other, and equal ones across spaces */
+	{
+		static const char *const p[] = {"a", "b", "a", " ", "ab ", "\xc3\xa4", "\xc2\xa0", ".", "\n"};
+
+		for (int k = 0; k < 3; k++)
+		{
+			hl = met_text(h, sizeof(h), p, 9, 1500);
+			rl = met_text(r, sizeof(r), p, 9 - 3 * (k == 1), 900 + 400 * k);
+			check_metrics_case(k == 0 ? "repeated" : k == 1 ? "repeated, ref poorer" : "repeated, ref longer",
+							   h, hl, r, rl);
+		}
+		/* the same n-gram many times: the clipped count is the smaller */
+		hl = met_text(h, sizeof(h), (const char *const[]) {"ab "}, 1, 700);
+		rl = met_text(r, sizeof(r), (const char *const[]) {"ab "}, 1, 300);
+		check_metrics_case("one n-gram, 700 vs 300", h, hl, r, rl);
+		check_metrics_case("one n-gram, 300 vs 700", r, rl, h, hl);
+	}
+	/* all n-grams distinct: characters U+4E00..., words w0, w1, ...; the reference shares some */
+	{
+		size_t		n = 0,
+					m = 0;
+
+		for (int i = 0; i < 1200; i++)
+		{
+			unsigned	cp = 0x4E00 + i;
+			char		c[3] = {(char) (0xE0 | (cp >> 12)), (char) (0x80 | ((cp >> 6) & 0x3F)), (char) (0x80 | (cp & 0x3F))};
+
+			memcpy(h + n, c, 3);
+			n += 3;
+			if (i % 9 != 0)
+			{
+				memcpy(r + m, c, 3);
+				m += 3;
+			}
+			if (i % 7 == 0)
+				r[m++] = ' ';
+		}
+		check_metrics_case("distinct characters", h, n, r, m);
+		n = m = 0;
+		for (int i = 0; i < 800; i++)
+		{
+			n += sprintf(h + n, "w%d ", i);
+			if (i % 6 != 3)
+				m += sprintf(r + m, "w%d ", i);
+		}
+		check_metrics_case("distinct words", h, n, r, m);
+	}
+	/* empty and one-item sides */
+	check_metrics_case("empty", "", 0, "a b", 3);
+	check_metrics_case("one item", "x", 1, "x", 1);
+
+	/* the interrupt hook: at least once per 64 KB scanned */
+	{
+		size_t		big = (size_t) 1 << 21;
+		char	   *bh = xmalloc(big + 1),
+				   *br = xmalloc(big + 1);
+		MetArena	arena = {0};
+		SpmAlloc	a = {met_alloc, &arena};
+		double		st[TF_CHRF_STATS] = {0};
+		long		want = (long) (2 * big / 65536);
+
+		for (size_t i = 0; i < big; i++)
+		{
+			bh[i] = "abcde "[met_rand() % 6];
+			br[i] = "abcdf "[met_rand() % 6];
+		}
+		spm_interrupt_hook = met_count_interrupt;
+		met_interrupts = 0;
+		tf_chrf_add(st, bh, big, br, big, &a);
+		printf("%-4s metrics chrF on 2 x 2 MB: %ld interrupt checks (at least %ld)\n",
+			   met_interrupts >= want ? "ok" : "FAIL", met_interrupts, want);
+		met_interrupts >= want ? passed++ : failed++;
+		met_interrupts = 0;
+		tf_bleu_add(st, bh, big, br, big, &a);
+		printf("%-4s metrics BLEU on 2 x 2 MB: %ld interrupt checks (at least %ld)\n",
+			   met_interrupts >= want ? "ok" : "FAIL", met_interrupts, want);
+		met_interrupts >= want ? passed++ : failed++;
+		spm_interrupt_hook = NULL;
+		met_free(&arena);
+		free(bh);
+		free(br);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -784,6 +1126,7 @@ main(int argc, char **argv)
 	tf_gemm_kernels(-1);
 	test_int8();
 	test_weight_file();
+	test_metrics();
 
 	if (ncases == 0)
 	{
