@@ -95,10 +95,11 @@ pass2(const char *in, size_t n, int kind, Buf *out, size_t *work)
 	out->n = 0;
 	while (i < n)
 	{
-		SPM_CHECK_INTERRUPTS_WORK(*work, 1);
 		unsigned char c0 = (unsigned char) in[i];
 		unsigned char c1 = i + 1 < n ? (unsigned char) in[i + 1] : 0;
 		int			m = 0;
+
+		SPM_CHECK_INTERRUPTS_WORK(*work, 1);
 
 		if (i + 1 < n)
 		{
