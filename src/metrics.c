@@ -347,6 +347,8 @@ next_item(Scan *sc, size_t *start, size_t *ilen)
 		}
 	*ilen = i - *start;
 	sc->pos = i;
+	/* also here: items of one ASCII character never reach the loops' checks */
+	scan_check(sc, i);
 	return true;
 }
 

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""Every function that takes a user's text, on large and pathological inputs
+(issue 23): bounded memory, prompt cancel, and the input limit.
+
+For each function and input size, in a fresh connection (VmHWM is a
+process's peak): the model is loaded with a tiny call, VmRSS is read from
+/proc, the function runs on the input under statement_timeout, and then
+VmHWM is read; the peak is VmHWM minus that VmRSS.  The same call's time
+past the timeout (when it was cancelled) is the cancel latency.  Asserts:
+  - peak memory per input byte below a bound per function (--max-bytes-per-byte);
+  - every call ends within timeout + --max-overshoot-ms, cancelled or not;
+  - above transformer.max_input_bytes (its default), 54000 before the input is read.
+The input is the review's shape: one endless word of 'a', then "x?" 2048
+times (sentences of one character pair each), in UTF-8 German words where a
+model needs tokens.
+
+    test/limits/run.py [--sizes 1,10] [--timeout-ms 400]    (make limits; needs a server, run as root or postgres: reads /proc)
+"""
+import argparse
+import subprocess
+import sys
+import time
+
+DB = "transformer_limits"
+
+# name, SQL with :in for the input, whether it reads the model
+FUNCTIONS = [
+    ("sentences", "SELECT count(*) FROM sentences(%s)"),
+    ("tokenize", "SELECT cardinality(tokenize(%s, 'multi30k_de_en/source'))"),
+    ("tokens", "SELECT cardinality(tokens(%s, 'multi30k_de_en/source'))"),
+    ("bleu", "SELECT bleu(%s, %s)"),
+    ("chrf", "SELECT chrf(%s, %s)"),
+    ("translate", "SELECT length(translate(%s, 'multi30k_de_en', beam_size => 1))"),
+    ("translate[]", "SELECT cardinality(translate(ARRAY[%s], 'multi30k_de_en', beam_size => 1))"),
+    ("attention_map", "SELECT count(*) FROM attention_map(%s, 'multi30k_de_en', 1)"),
+    ("align", "SELECT count(*) FROM align(%s, 'multi30k_de_en')"),
+    ("attention_svg", "SELECT length(attention_svg(%s, 'multi30k_de_en'))"),
+    ("generate", "SELECT cardinality(generate(%s, 'multi30k_de_en', 1))"),
+    ("embed", "SELECT cardinality(embed(%s, 'multi30k_de_en'))"),
+    ("encoder_output", "SELECT cardinality(encoder_output(%s, 'multi30k_de_en'))"),
+]
+
+
+def psql(sql, db=DB):
+    return subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def status_kb(pid, key):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(key)
+
+
+class Session:
+    def __init__(self):
+        self.p = subprocess.Popen(["psql", "-X", "-q", "-A", "-t", "-d", DB], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def run(self, sql):
+        if not sql.rstrip().endswith(";"):
+            sql = sql.rstrip() + ";"
+        self.p.stdin.write(sql + "\n\\echo __end__\n")
+        self.p.stdin.flush()
+        out = []
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("psql exited: " + "".join(out))
+            if line.rstrip("\n") == "__end__":
+                return "".join(out).strip()
+            out.append(line)
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def input_sql(mb):
+    """The review's shape at mb MB: one endless word, then 'x?' 2048 times."""
+    n = mb * 1024 * 1024
+    return "(repeat('a', %d) || repeat('x?', 2048))" % (n - 4096)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1,10")
+    ap.add_argument("--timeout-ms", type=int, default=400)
+    ap.add_argument("--max-overshoot-ms", type=float, default=100)
+    ap.add_argument("--max-bytes-per-byte", type=float, default=40)
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    subprocess.run(["dropdb", "--if-exists", DB], check=True, capture_output=True)
+    subprocess.run(["createdb", DB], check=True, capture_output=True)
+    psql("SET client_min_messages = warning; CREATE EXTENSION transformer; SELECT import_model('multi30k_de_en')")
+    failures = []
+
+    # above the default limit: 54000 at once, whatever the function
+    s = Session()
+    s.run("SELECT translate('warm up', 'multi30k_de_en')")
+    for name, sql in FUNCTIONS:
+        if args.only and name not in args.only.split(","):
+            continue
+        t0 = time.monotonic()
+        out = s.run("\\set VERBOSITY verbose\n" + sql.replace("%s", input_sql(11)))
+        dt = (time.monotonic() - t0) * 1000
+        if "54000" not in out or "exceeds transformer.max_input_bytes" not in out:
+            failures.append("%s of 11 MB: not refused with 54000: %s" % (name, out[:200]))
+        print("limits: %-15s 11 MB refused with 54000 in %.0f ms" % (name, dt))
+    s.close()
+
+    print("limits: %-15s %5s %12s %12s %10s %s" % ("function", "MB", "peak MB", "bytes/byte", "past ms", "ended"))
+    for name, sql in FUNCTIONS:
+        if args.only and name not in args.only.split(","):
+            continue
+        for mb in sizes:
+            s = Session()
+            pid = int(s.run("SELECT pg_backend_pid()"))
+            s.run("SET transformer.max_input_bytes = '1GB'")
+            s.run("SELECT translate('warm up', 'multi30k_de_en'), tokenize('warm up', 'multi30k_de_en/source'), bleu('a', 'a')")
+            # the input, built before the clock starts, in a temp table
+            s.run("CREATE TEMP TABLE inp AS SELECT %s AS t" % input_sql(mb))
+            rss = status_kb(pid, "VmRSS")
+            with open("/proc/%d/clear_refs" % pid, "w") as f:
+                f.write("5")        # reset VmHWM to VmRSS
+            s.run("SET statement_timeout = %d" % args.timeout_ms)
+            t0 = time.monotonic()
+            out = s.run(sql.replace("%s", "(SELECT t FROM inp)"))
+            dt = (time.monotonic() - t0) * 1000
+            hwm = status_kb(pid, "VmHWM")
+            s.close()
+            peak = (hwm - rss) / 1024.0
+            per_byte = peak * 1024 * 1024 / (mb * 1024 * 1024)
+            ended = "cancelled" if "canceling statement" in out else ("error: " + out[:60] if "ERROR" in out else "done")
+            past = dt - args.timeout_ms
+            print("limits: %-15s %5d %12.1f %12.2f %10.0f %s" % (name, mb, peak, per_byte, past, ended))
+            if per_byte > args.max_bytes_per_byte:
+                failures.append("%s at %d MB: %.1f bytes of memory per input byte (bound %.0f)"
+                                % (name, mb, per_byte, args.max_bytes_per_byte))
+            if past > args.max_overshoot_ms:
+                failures.append("%s at %d MB: ended %.0f ms after the %d ms timeout (bound %.0f ms)"
+                                % (name, mb, past, args.timeout_ms, args.max_overshoot_ms))
+    subprocess.run(["dropdb", "--if-exists", DB], check=True, capture_output=True)
+    if failures:
+        print("\n".join("limits: FAIL: " + f for f in failures), file=sys.stderr)
+        sys.exit(1)
+    print("limits: ok")
+
+
+if __name__ == "__main__":
+    main()
