@@ -71,7 +71,7 @@ SELECT detokenize('{300}', 'uni');
 SELECT detokenize('{8}', 'uni_vocab');
 SELECT detokenize('{1,NULL}', 'uni');
 SELECT detokenize('{{1,2}}', 'uni');
--- too long to tokenize: transformer.max_input_bytes first (10 MB by default) ...
+-- too long to tokenize: transformer.max_input_bytes first (1 MB by default) ...
 SELECT tokenize(repeat('a', 17000000), 'uni');
 -- ... and, above it, the tokenizer's own bound on the normalized form
 SET transformer.max_input_bytes = '1GB';

@@ -17,8 +17,8 @@
 #include "input_limit.h"
 #include "tokenizer.h"
 
-/* 10 MB: far above any sentence or document people translate, far below harm */
-int			transformer_max_input_bytes = 10 * 1024 * 1024;
+/* 1 MB: above any document people translate in one call (a minute of translate()), far below harm */
+int			transformer_max_input_bytes = 1024 * 1024;
 
 static const struct config_enum_entry invalid_utf8_options[] = {
 	{"error", INVALID_UTF8_ERROR, false},
@@ -42,7 +42,7 @@ InitInputLimit(void)
 							"Sets the largest text, in bytes, a transformer function accepts.",
 							"Larger inputs raise an error before they are read.  Only superusers can change it.",
 							&transformer_max_input_bytes,
-							10 * 1024 * 1024,
+							1024 * 1024,
 							1,
 							INT_MAX,
 							PGC_SUSET,
