@@ -136,6 +136,11 @@ concurrency:
 browser:
 	test/browser/run.sh
 
+# Every text function on large and pathological inputs: 54000 above the limit, cancel, peak memory (needs a server; root or postgres)
+limits:
+	$(PYTHON) test/limits/run.py
+.PHONY: limits
+
 # LATIN1 and SQL_ASCII databases (needs a server and pgTAP)
 encodings:
 	test/encodings/run.sh
@@ -147,7 +152,7 @@ readme-check:
 .PHONY: readme-check
 
 # Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest pathological sanitize installcheck prove readme-check encodings concurrency soak weight-cache dump crash browser mutation citus
+test: unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:

@@ -107,3 +107,69 @@ if [ "$got" != "t|$want" ] || [ "$states" != "current" ]; then
 	exit 1
 fi
 echo "weight cache: pg_basebackup left the files out; the hot standby built its own and translates as the primary"
+
+# 5. two clusters sharing one weight_cache_dir (issue 23): fresh clusters
+#    given the same commands hand out the same database OID, xids and
+#    ctids, so only the cluster's system identifier tells their files apart.
+#    Different weights under the same name: each translates with its own.
+runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/standby" -m fast stop >/dev/null
+standby_pid=""
+shared_dir=$work/shared_cache
+mkdir -p "$shared_dir" "$work/two"
+chown postgres "$shared_dir" "$work/two"
+cp -r test/fixtures/models/paper_relu "$work/two/a"
+cp -r test/fixtures/models/paper_relu "$work/two/b"
+/usr/bin/env python3 - "$work/two/b/model.safetensors" <<'PYEOF'
+import struct, sys
+p = sys.argv[1]
+d = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", d[:8])[0]
+for i in range(8 + n + 1, len(d), 2):   # every fp16 weight's sign
+    d[i] ^= 0x80
+open(p, "wb").write(d)
+PYEOF
+chmod -R o+rX "$work/two"
+two_pids=()
+for c in a b; do
+	runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$work/two/pg_$c" -A trust >/dev/null
+	port=$((${PGPORT:-5432} + 20 + $(printf '%d' "'$c") - 96))
+	runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/two/pg_$c" -l "$work/two/pg_$c.log" -w \
+		-o "-p $port -k $work/sock -c listen_addresses='' -c transformer.weight_cache_dir=$shared_dir" start >/dev/null
+done
+stop_two() {
+	for c in a b; do
+		runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/two/pg_$c" -m immediate stop >/dev/null 2>&1 || true
+	done
+}
+trap 'stop_two; cleanup' EXIT
+qc() { local c=$1; shift; psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$work/sock" -p $((${PGPORT:-5432} + 20 + $(printf '%d' "'$c") - 96)) -U postgres "$@"; }
+src="SELECT attention FROM memory"
+for c in a b; do
+	qc "$c" -d postgres -c "CREATE DATABASE two" >/dev/null
+	qc "$c" -d two -c "SET client_min_messages = warning; CREATE EXTENSION transformer; SELECT import_model('m', '$work/two/$c')" >/dev/null
+done
+oids=$(qc a -d two -c "SELECT oid FROM pg_database WHERE datname = 'two'")/$(qc b -d two -c "SELECT oid FROM pg_database WHERE datname = 'two'")
+rows=$(qc a -d two -c "SELECT xmin || ctid::text FROM transformer_models")/$(qc b -d two -c "SELECT xmin || ctid::text FROM transformer_models")
+for round in 1 2; do
+	for c in a b; do
+		got=$(qc "$c" -d two -c "SELECT translate('$src', 'm', 3)")
+		want=$(qc "$c" -d two -c "SET transformer.shared_weights = off; SELECT translate('$src', 'm', 3)")
+		if [ "$got" != "$want" ]; then
+			echo "weight cache: two clusters sharing a directory: cluster $c, round $round translated \"$got\", its own weights \"$want\"" >&2
+			exit 1
+		fi
+	done
+done
+want_a=$(qc a -d two -c "SET transformer.shared_weights = off; SELECT translate('$src', 'm', 3)")
+want_b=$(qc b -d two -c "SET transformer.shared_weights = off; SELECT translate('$src', 'm', 3)")
+if [ "$want_a" = "$want_b" ]; then
+	echo "weight cache: two clusters: both weights translate alike; the case proves nothing" >&2
+	exit 1
+fi
+files=$(ls "$shared_dir" | grep -c '\.tfw$')
+other=$(qc a -d two -c "SELECT count(*) FROM transformer_weight_files() WHERE state = 'other cluster'")
+if [ "$other" = 0 ]; then
+	echo "weight cache: two clusters: cluster a sees none of b's files as another cluster's" >&2
+	exit 1
+fi
+echo "weight cache: two clusters sharing one directory (database OIDs $oids, model rows $rows): $files files, each cluster translates with its own weights, the other's files listed as 'other cluster'"
