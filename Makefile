@@ -3,40 +3,40 @@
 EXTENSION = transformer
 MODULE_big = transformer
 OBJS = \
-	src/transformer.o \
-	src/tensor_ops.o \
-	src/gemm.o \
-	src/gemm_int8.o \
-	src/attention.o \
-	src/online_softmax.o \
-	src/pg_arrays.o \
-	src/sql_attention.o \
-	src/sql_aggregates.o \
-	src/protobuf.o \
-	src/spm_model.o \
-	src/spm_normalize.o \
-	src/spm_encode.o \
-	src/spm_decode.o \
-	src/server_files.o \
-	src/ext_tables.o \
-	src/backend_cache.o \
-	src/tokenizer.o \
-	src/sql_tokenizer.o \
-	src/model.o \
-	src/model_store.o \
-	src/safetensors.o \
-	src/model_files.o \
-	src/sql_model.o \
-	src/sql_quantize.o \
-	src/segment.o \
-	src/sql_document.o \
-	src/metrics.o \
-	src/sql_metrics.o \
-	src/sql_pictures.o \
-	src/xml_text.o \
-	src/weight_file.o \
-	src/weight_cache.o \
-	src/input_limit.o
+	src/pg/transformer.o \
+	src/core/tensor_ops.o \
+	src/core/gemm.o \
+	src/core/gemm_int8.o \
+	src/core/attention.o \
+	src/core/online_softmax.o \
+	src/pg/pg_arrays.o \
+	src/pg/sql_attention.o \
+	src/pg/sql_aggregates.o \
+	src/core/protobuf.o \
+	src/core/spm_model.o \
+	src/core/spm_normalize.o \
+	src/core/spm_encode.o \
+	src/core/spm_decode.o \
+	src/pg/server_files.o \
+	src/pg/ext_tables.o \
+	src/pg/backend_cache.o \
+	src/pg/tokenizer.o \
+	src/pg/sql_tokenizer.o \
+	src/core/model.o \
+	src/pg/model_store.o \
+	src/core/safetensors.o \
+	src/pg/model_files.o \
+	src/pg/sql_model.o \
+	src/pg/sql_quantize.o \
+	src/core/segment.o \
+	src/pg/sql_document.o \
+	src/core/metrics.o \
+	src/pg/sql_metrics.o \
+	src/pg/sql_pictures.o \
+	src/core/xml_text.o \
+	src/core/weight_file.o \
+	src/pg/weight_cache.o \
+	src/pg/input_limit.o
 
 DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.3.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
@@ -46,7 +46,7 @@ DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
-PG_CPPFLAGS = -Isrc
+PG_CPPFLAGS = -Isrc/core -Isrc/pg
 PG_CFLAGS = -O3
 SHLIB_LINK = -lopenblas -licuuc -lm
 
@@ -69,17 +69,17 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/tensor_ops.c src/gemm.c src/gemm_int8.c src/attention.c src/online_softmax.c \
-	src/weight_file.c src/model.c src/metrics.c src/spm_model.c src/protobuf.c
+CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/attention.c src/core/online_softmax.c \
+	src/core/weight_file.c src/core/model.c src/core/metrics.c src/core/spm_model.c src/core/protobuf.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
-UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc
+UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc/core
 
 # The numeric core, outside the server (one object per file: a change rebuilds one)
-UNIT_OBJS = $(patsubst src/%.c,test/unit/obj/%.o,$(CORE_SRC))
-test/unit/obj/%.o: src/%.c src/*.h
+UNIT_OBJS = $(patsubst src/core/%.c,test/unit/obj/%.o,$(CORE_SRC))
+test/unit/obj/%.o: src/core/%.c src/core/*.h
 	@mkdir -p test/unit/obj
 	$(CC_UNIT) $(UNIT_CFLAGS) -c -o $@ $<
-test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/*.h
+test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(UNIT_OBJS) -lopenblas -lm
 
 unittest: test/unit/test_core
@@ -87,9 +87,9 @@ unittest: test/unit/test_core
 
 # The text passes (segmentation, 13a, SentencePiece) on pathological shapes of
 # 1 to 16 MB: time per byte, growth with size, longest wait for the interrupt hook
-PATHO_SRC = src/segment.c src/metrics.c src/spm_model.c src/protobuf.c src/spm_normalize.c \
-	src/spm_encode.c src/spm_decode.c
-test/fuzz/pathological: test/fuzz/pathological.c test/fuzz/fuzz_arena.h $(PATHO_SRC) src/*.h
+PATHO_SRC = src/core/segment.c src/core/metrics.c src/core/spm_model.c src/core/protobuf.c src/core/spm_normalize.c \
+	src/core/spm_encode.c src/core/spm_decode.c
+test/fuzz/pathological: test/fuzz/pathological.c test/fuzz/fuzz_arena.h $(PATHO_SRC) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/fuzz/pathological.c $(PATHO_SRC) -licuuc -lm
 
 pathological: test/fuzz/pathological
@@ -151,8 +151,13 @@ readme-check:
 	$(PYTHON) test/readme/check.py
 .PHONY: readme-check
 
-# Everything the README's test command runs: core, pg_regress, pgTAP, concurrency, browser
-test: unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
+# src/core is pure C: no PostgreSQL header, no palloc/ereport/elog (tools/check_core.sh)
+check-core:
+	tools/check_core.sh src/core
+.PHONY: check-core
+
+# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, browser
+test: check-core unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:
@@ -177,32 +182,32 @@ fixtures:
 	$(PYTHON) tools/gen_attention_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
-bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/*.h
+bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_gemm.c $(CORE_SRC) -lopenblas -lm
-bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/*.h
+bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
 # Peak memory and time of BLEU and chrF on 1, 10, 40 MB sentence pairs (issue 23; not part of make test);
 # METRICS_SRC=another revision's metrics.c (with -B) to compare
-METRICS_SRC ?= src/metrics.c
+METRICS_SRC ?= src/core/metrics.c
 BENCH_METRICS_ARGS ?= 1 10 40
 bench-metrics-memory: bench/metrics_memory
 	bench/metrics_memory $(BENCH_METRICS_ARGS)
-bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/spm_model.c src/protobuf.c src/metrics.h src/spm.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/spm_model.c src/protobuf.c -lm
+bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-int8: bench/bench_int8
-bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/tensor_ops.c src/gemm.c src/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
+bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c -ldnnl -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 
 .PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
 # Fuzz the SentencePiece model reader with libFuzzer (clang, libclang-rt-14-dev)
-SPM_SRC = src/protobuf.c src/spm_model.c src/spm_normalize.c src/spm_encode.c src/spm_decode.c
+SPM_SRC = src/core/protobuf.c src/core/spm_model.c src/core/spm_normalize.c src/core/spm_encode.c src/core/spm_decode.c
 FUZZ_SECONDS ?= 600
-test/fuzz/fuzz_spm_model: test/fuzz/fuzz_spm_model.c test/fuzz/fuzz_arena.h $(SPM_SRC) src/spm.h src/protobuf.h
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ test/fuzz/fuzz_spm_model.c $(SPM_SRC)
+test/fuzz/fuzz_spm_model: test/fuzz/fuzz_spm_model.c test/fuzz/fuzz_arena.h $(SPM_SRC) src/core/spm.h src/core/protobuf.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ test/fuzz/fuzz_spm_model.c $(SPM_SRC)
 
 fuzz-spm: test/fuzz/fuzz_spm_model
 	mkdir -p test/fuzz/corpus-run
@@ -225,9 +230,9 @@ fuzz-tables:
 .PHONY: fuzz-tables
 
 # Fuzz the safetensors header reader outside the server (libFuzzer, ASan, UBSan)
-test/fuzz/fuzz_safetensors_header: test/fuzz/fuzz_safetensors_header.c test/fuzz/fuzz_arena.h src/safetensors.c src/spm_model.c src/protobuf.c src/safetensors.h
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
-	  test/fuzz/fuzz_safetensors_header.c src/safetensors.c src/spm_model.c src/protobuf.c
+test/fuzz/fuzz_safetensors_header: test/fuzz/fuzz_safetensors_header.c test/fuzz/fuzz_arena.h src/core/safetensors.c src/core/spm_model.c src/core/protobuf.c src/core/safetensors.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
+	  test/fuzz/fuzz_safetensors_header.c src/core/safetensors.c src/core/spm_model.c src/core/protobuf.c
 
 fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 	mkdir -p test/fuzz/corpus-safetensors
@@ -237,9 +242,9 @@ fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 .PHONY: fuzz-safetensors-header
 
 # Fuzz segmentation, 13a tokenization, BLEU and chrF outside the server (libFuzzer, ASan, UBSan)
-test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/metrics.c src/segment.c src/spm_model.c src/protobuf.c src/metrics.h src/segment.h
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
-	  test/fuzz/fuzz_text.c src/metrics.c src/segment.c src/spm_model.c src/protobuf.c -licuuc -lm
+test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/core/metrics.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/segment.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
+	  test/fuzz/fuzz_text.c src/core/metrics.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c -licuuc -lm
 
 fuzz-text: test/fuzz/fuzz_text
 	mkdir -p test/fuzz/corpus-text
@@ -247,9 +252,9 @@ fuzz-text: test/fuzz/fuzz_text
 
 .PHONY: fuzz-text
 
-test/fuzz/fuzz_svg_label: test/fuzz/fuzz_svg_label.c src/xml_text.c src/xml_text.h
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
-	  test/fuzz/fuzz_svg_label.c src/xml_text.c
+test/fuzz/fuzz_svg_label: test/fuzz/fuzz_svg_label.c src/core/xml_text.c src/core/xml_text.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
+	  test/fuzz/fuzz_svg_label.c src/core/xml_text.c
 
 fuzz-svg-label: test/fuzz/fuzz_svg_label
 	mkdir -p test/fuzz/corpus-svg-label
@@ -261,8 +266,8 @@ fuzz-svg-label: test/fuzz/fuzz_svg_label
 # unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
 SANITIZE_SECONDS ?= 60
 SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/*.h
-	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
+test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/core/*.h
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
 
 FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
 sanitize: test/unit/test_core_san $(FUZZERS)
@@ -274,9 +279,9 @@ sanitize: test/unit/test_core_san $(FUZZERS)
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/weight_file.c src/model.c src/attention.c src/tensor_ops.c src/gemm.c src/gemm_int8.c src/online_softmax.c
-test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/*.h
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -o $@ \
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/online_softmax.c
+test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm
 
 fuzz-weight-file: test/fuzz/fuzz_weight_file

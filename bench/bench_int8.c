@@ -21,8 +21,8 @@
  * accumulators before storing them.
  *
  * Build (no -march: the kernels are chosen at run time, as in gemm.c):
- *	gcc -std=gnu11 -O3 -Wall -Isrc -o bench_int8 bench/bench_int8.c \
- *		src/tensor_ops.c src/gemm.c -ldnnl -lopenblas -lm
+ *	gcc -std=gnu11 -O3 -Wall -Isrc/core -o bench_int8 bench/bench_int8.c \
+ *		src/core/tensor_ops.c src/core/gemm.c -ldnnl -lopenblas -lm
  */
 #include <cblas.h>
 #include <immintrin.h>

@@ -19,7 +19,7 @@
  *
  * Compare with the code of another revision by building against its
  * metrics.c:
- *   git show main:src/metrics.c > /tmp/metrics_main.c
+ *   git show main:src/core/metrics.c > /tmp/metrics_main.c
  *   make -B bench-metrics-memory METRICS_SRC=/tmp/metrics_main.c
  */
 #define _GNU_SOURCE

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the safetensors header reader (src/safetensors.c),
+ * libFuzzer harness for the safetensors header reader (src/core/safetensors.c),
  * outside the server: the input is a whole file (8-byte length, header,
  * data); make fuzz-safetensors-header.
  */

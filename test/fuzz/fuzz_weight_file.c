@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the shared weights file reader (src/weight_file.c),
+ * libFuzzer harness for the shared weights file reader (src/core/weight_file.c),
  * outside the server: make fuzz-weight-file.
  *
  * The first 8 bytes choose a small configuration; the rest is the file.

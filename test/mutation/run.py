@@ -35,9 +35,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MUTANTS = os.path.join(REPO, "test", "mutation", "mutants.txt")
-CORE_SRC = ["src/tensor_ops.c", "src/gemm.c", "src/gemm_int8.c", "src/attention.c",
-            "src/online_softmax.c", "src/weight_file.c", "src/model.c", "src/metrics.c",
-            "src/spm_model.c", "src/protobuf.c"]
+CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", "src/core/attention.c",
+            "src/core/online_softmax.c", "src/core/weight_file.c", "src/core/model.c", "src/core/metrics.c",
+            "src/core/spm_model.c", "src/core/protobuf.c"]
 SLOW_FACTOR, SLOW_EXTRA = 2.0, 10.0      # a test past twice its time + 10 s has caught a mutant
 
 
@@ -237,7 +237,7 @@ def copy_tree(dst):
     files = subprocess.check_output(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"],
                                     text=True).split("\n")
     # the build's outputs too, if there (times kept): make then rebuilds only what a mutant changes
-    for pattern in ("src/*.o", "transformer.so", "test/unit/obj/*.o", "test/unit/test_core"):
+    for pattern in ("src/*/*.o", "transformer.so", "test/unit/obj/*.o", "test/unit/test_core"):
         files += [os.path.relpath(f, REPO) for f in glob.glob(os.path.join(REPO, pattern))]
     for f in files:
         if not f or not os.path.isfile(os.path.join(REPO, f)):
