@@ -156,8 +156,13 @@ check-core:
 	tools/check_core.sh src/core
 .PHONY: check-core
 
+# No circle in the include graph of src/ (tools/check_include_cycles.py)
+check-cycles:
+	$(PYTHON) tools/check_include_cycles.py src
+.PHONY: check-cycles
+
 # Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, browser
-test: check-core unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
+test: check-core check-cycles unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:
