@@ -24,6 +24,8 @@ OBJS = \
 	src/pg/sql_tokenizer.o \
 	src/core/model.o \
 	src/pg/model_store.o \
+	src/pg/translate.o \
+	src/pg/decode_workspace.o \
 	src/core/safetensors.o \
 	src/pg/model_files.o \
 	src/pg/sql_model.o \

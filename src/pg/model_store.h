@@ -120,10 +120,4 @@ extern int64 StoreModel(const char *name, const char *config_text, Size config_l
 /* Register the cache invalidation callback; from _PG_init. */
 extern void InitModelCache(void);
 
-/* transformer.max_length_factor (sql_model.c) */
-extern double transformer_max_length_factor;
-
-/* Register the callbacks that release decoding's workspace on abort; from _PG_init. */
-extern void InitDecodeWorkspace(void);
-
 #endif							/* MODEL_STORE_H */

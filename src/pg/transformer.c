@@ -13,6 +13,8 @@
 #include "tokenizer.h"
 #include "input_limit.h"
 #include "weight_cache.h"
+#include "decode_workspace.h"
+#include "translate.h"
 
 PG_MODULE_MAGIC;
 

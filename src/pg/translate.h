@@ -1,7 +1,8 @@
 /*
  * translate.h
- *		Translation entry points shared by sql_model.c (sentences, the
- *		options of a call) and sql_document.c (documents).
+ *		The translation pipeline (translate.c): text -> sentences ->
+ *		batches -> search -> text, called by the SQL entry points
+ *		(sql_model.c, sql_document.c); and the options of a call.
  */
 #ifndef TRANSLATE_H
 #define TRANSLATE_H
@@ -30,15 +31,31 @@ typedef struct CallOptions
 	Datum		value[NUM_CALL_OPTIONS];
 } CallOptions;
 
-/* The options of a call of translate() or generate(). */
+/* transformer.max_length_factor: the runaway guard (translate.c) */
+extern double transformer_max_length_factor;
+
+/* The options of a call of translate() or generate() (sql_model.c). */
 extern void GetCallOptions(FunctionCallInfo fcinfo, CallOptions *o);
 
-/* Translate n sentences together (sql_model.c). */
+/* Source ids of input as Marian's tokenizer makes them: pieces, then EOS (palloc'd). */
+extern int *SourceIds(CachedModel *cm, const char *model, text *input, int *n);
+
+/* Decoding options for n source ids: the call's options, else the model's. */
+extern void DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o,
+						  TfDecodeOptions *opt);
+
+/* The target ids for one text (palloc'd); options NULL-able as in the SQL signature. */
+extern int	GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int **out);
+
+/* Sentence boundaries of UTF-8 text: nseg + 1 byte offsets (ICU's rules). */
+extern size_t *SentenceBounds(const char *s, size_t len, const char *locale, int *nseg);
+
+/* Translate n sentences together. */
 extern void TranslateSentences(CachedModel *cm, const char *model, int n, text **in,
 							   const CallOptions *o, text **out);
 
 /*
- * Translate n documents together (sql_document.c): each split into
+ * Translate n documents together: each split into
  * sentences, all sentences decoded as one batch, joined again with the
  * original whitespace.  NULL stays NULL; whitespace-only comes back as is.
  */

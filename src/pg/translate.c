@@ -1,0 +1,580 @@
+/*
+ * translate.c
+ *		The translation pipeline: text -> sentences -> batches -> search ->
+ *		text.  A document is split into sentences (ICU's rules, cut further
+ *		to the model's positions), all sentences of all documents are
+ *		tokenized and decoded together in batches with the call's options,
+ *		and the translations are joined again with the original whitespace.
+ *		Also decoding's workspace.  The SQL entry points (sql_model.c,
+ *		sql_document.c) call this file; it never calls them.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "access/xact.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "decode_workspace.h"
+#include "model_store.h"
+#include "segment.h"
+#include "tokenizer.h"
+#include "translate.h"
+
+/* ---------------------------------------------------------- inference */
+
+/* Source ids of input as Marian's tokenizer makes them: pieces, then EOS. */
+int *
+SourceIds(CachedModel *cm, const char *model, text *input, int *n)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	const TfConfig *c = &cm->model.cfg;
+	SpmEncoding enc;
+	int		   *ids;
+
+	EncodeText(tok, input, &enc);
+	if (enc.ntokens == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("input text is empty"),
+				 errdetail("It has no tokens once whitespace is normalized."),
+				 errhint("Leave out empty rows, e.g. WHERE btrim(body) <> ''.")));
+	if (enc.ntokens + 1 > c->max_pos)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("input text is too long for model \"%s\"", model),
+				 errdetail("It has %d tokens with the end-of-sentence token; the model has %d positions.",
+						   enc.ntokens + 1, c->max_pos),
+				 errhint("Split the text into sentences.")));
+	ids = palloc(sizeof(int) * (enc.ntokens + 1));
+	for (int i = 0; i < enc.ntokens; i++)
+	{
+		ids[i] = TokenModelId(tok, &enc.tokens[i]);
+		if (ids[i] >= c->vocab)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model \"%s\" is damaged", model),
+					 errdetail("Its source tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
+							   cm->source_tokenizer, ids[i], c->vocab),
+					 errhint("Drop it and import it again.")));
+	}
+	ids[enc.ntokens] = c->eos_id;
+	*n = enc.ntokens + 1;
+	return ids;
+}
+
+static void
+check_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* transformer.max_length_factor: the runaway guard */
+double		transformer_max_length_factor = 3.0;
+
+static void
+bad_option(const char *option, const char *range, const char *value) pg_attribute_noreturn();
+
+static void
+bad_option(const char *option, const char *range, const char *value)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s must be %s", option, range),
+			 errdetail("It is %s.", value)));
+}
+
+static int
+int_option(const CallOptions *o, int which, const char *option, int dflt, int min, int max)
+{
+	int32		v;
+
+	if (!o->given[which])
+		return dflt;
+	v = DatumGetInt32(o->value[which]);
+	if (v < min || v > max)
+		bad_option(option, psprintf("between %d and %d", min, max), psprintf("%d", v));
+	return v;
+}
+
+/*
+ * Decoding options for n source ids: each call option, or the model's
+ * generation config, with Hugging Face's precedence (max_new_tokens over
+ * max_length).  When the length comes from the model, the runaway guard
+ * caps it at max_length_factor times the source tokens.
+ */
+void
+DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o, TfDecodeOptions *opt)
+{
+	const TfConfig *c = &cm->model.cfg;
+	const ModelGeneration *g = &cm->gen;
+	int			max_new;
+
+	opt->beam_size = int_option(o, OPT_BEAM_SIZE, "beam_size", g->num_beams, 1, TF_MAX_BEAMS);
+	opt->length_penalty = g->length_penalty;
+	if (o->given[OPT_LENGTH_PENALTY])
+	{
+		opt->length_penalty = DatumGetFloat8(o->value[OPT_LENGTH_PENALTY]);
+		if (!isfinite(opt->length_penalty))
+			bad_option("length_penalty", "finite", psprintf("%g", opt->length_penalty));
+	}
+	opt->early_stopping = !o->given[OPT_EARLY_STOPPING] ? g->early_stopping :
+		DatumGetBool(o->value[OPT_EARLY_STOPPING]) ? TF_EARLY_TRUE : TF_EARLY_FALSE;
+	opt->repetition_penalty = g->repetition_penalty;
+	if (o->given[OPT_REPETITION_PENALTY])
+	{
+		opt->repetition_penalty = DatumGetFloat8(o->value[OPT_REPETITION_PENALTY]);
+		if (!isfinite(opt->repetition_penalty) || opt->repetition_penalty <= 0)
+			bad_option("repetition_penalty", "a positive number", psprintf("%g", opt->repetition_penalty));
+	}
+	opt->no_repeat_ngram_size = int_option(o, OPT_NO_REPEAT_NGRAM_SIZE, "no_repeat_ngram_size",
+										   g->no_repeat_ngram_size, 0, INT_MAX);
+	opt->min_length = int_option(o, OPT_MIN_LENGTH, "min_length", g->min_length, 0, INT_MAX);
+
+	/* GenerationConfig: max_new_tokens, when set, decides; the start token counts */
+	max_new = int_option(o, OPT_MAX_NEW_TOKENS, "max_new_tokens", g->max_new_tokens, 1, c->max_pos);
+	if (max_new > 0)
+		opt->max_length = Min(max_new, c->max_pos) + 1;
+	else if (o->given[OPT_MAX_LENGTH])
+	{
+		opt->max_length = DatumGetInt32(o->value[OPT_MAX_LENGTH]);
+		if (opt->max_length < 1 || opt->max_length > c->max_pos + 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_length must be between 1 and %d for model \"%s\"", c->max_pos + 1, model),
+					 errdetail("It is %d.  As in Hugging Face's generate(), it counts the decoder start token, so the model's %d positions allow %d.",
+							   opt->max_length, c->max_pos, c->max_pos + 1)));
+	}
+	else
+		opt->max_length = g->max_length;
+	if (!o->given[OPT_MAX_LENGTH] && !o->given[OPT_MAX_NEW_TOKENS] && transformer_max_length_factor > 0)
+		opt->max_length = Min(opt->max_length, 1 + (int) ceil(transformer_max_length_factor * n));
+
+	opt->forced_eos_id = g->forced_eos_id;
+	opt->renormalize = g->renormalize;
+	opt->nbad = g->nbad;
+	opt->bad_off = g->bad_off;
+	opt->bad_ids = g->bad_ids;
+}
+
+/* Bytes of one of the decoder's key and value caches for rows beams of up to max_length. */
+static double
+CacheBytes(CachedModel *cm, int rows, int max_length)
+{
+	const TfConfig *c = &cm->model.cfg;
+
+	return (double) c->dec_layers * rows * max_length * c->d_model * sizeof(float);
+}
+
+/* ERROR before decoding if a cache would exceed what one allocation may take. */
+static void
+CheckCacheSize(CachedModel *cm, const char *model, int rows, int max_length)
+{
+	double		bytes = CacheBytes(cm, rows, max_length);
+
+	if (bytes > (double) MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("decoding with model \"%s\" would need a key/value cache of %.0f MB", model, bytes / (1024.0 * 1024.0)),
+				 errdetail("%d beams of up to %d tokens; the limit is %zu MB.",
+						   rows, max_length, (size_t) (MaxAllocSize / (1024 * 1024))),
+				 errhint("Use a smaller beam_size or max_length.")));
+}
+
+/* The target ids for one text (palloc'd); options NULL-able as in the SQL signature. */
+int
+GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int **out)
+{
+	int			n;
+	int		   *src = SourceIds(cm, model, input, &n);
+	TfDecodeOptions opt;
+	SpmAlloc	a;
+	int		   *ids;
+	int			nout;
+
+	DecodeOptions(cm, model, n, o, &opt);
+	CheckCacheSize(cm, model, opt.beam_size, opt.max_length);
+	a = DecodeWorkspace(CurrentMemoryContext);
+	nout = tf_translate(&cm->model, n, src, &opt, &ids, &a, check_interrupts);
+	*out = palloc(sizeof(int) * (nout + 1));
+	memcpy(*out, ids, sizeof(int) * nout);
+	ReleaseWorkspace(&a);
+	return nout;
+}
+
+/* translate(text[]): sentences decoded together, at most this many ... */
+#define BATCH_SENTENCES 32
+/* ... and this many beams in all */
+#define BATCH_ROWS 128
+
+/*
+ * Translate n sentences (text in the database encoding, each with tokens
+ * and within the model's positions) together into out: sentences decode
+ * in groups of BATCH_ROWS beams at most, so the weights are read once per
+ * step for all of them; each result is the one a sentence alone gets.
+ * Each group's buffers are the workspace's, and what did not fit goes
+ * with batch_cxt.
+ */
+void
+TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const CallOptions *o, text **out)
+{
+	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
+	int		  **srcs = palloc(sizeof(int *) * (n + 1));
+	int		   *nsrc = palloc(sizeof(int) * (n + 1));
+	TfDecodeOptions *opts = palloc(sizeof(TfDecodeOptions) * (n + 1));
+	MemoryContext batch_cxt;
+
+	/* every input checked before any decoding */
+	for (int i = 0; i < n; i++)
+	{
+		srcs[i] = SourceIds(cm, model, in[i], &nsrc[i]);
+		DecodeOptions(cm, model, nsrc[i], o, &opts[i]);
+		CheckCacheSize(cm, model, opts[i].beam_size, opts[i].max_length);
+	}
+
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "transformer batch", ALLOCSET_DEFAULT_SIZES);
+	for (int first = 0; first < n;)
+	{
+		int			k = opts[first].beam_size;
+		int			group = Max(1, Min(BATCH_SENTENCES, BATCH_ROWS / k));
+		int			count = Min(group, n - first);
+		int			longest = 0;
+		int		  **ids;
+		int		   *nids;
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		SpmAlloc	a = DecodeWorkspace(batch_cxt);
+
+		/* fewer sentences at once if their caches would be too large */
+		for (int j = 0; j < count; j++)
+			longest = Max(longest, opts[first + j].max_length);
+		while (count > 1 && CacheBytes(cm, count * k, longest) > (double) MaxAllocSize)
+			count /= 2;
+		ids = palloc(sizeof(int *) * count);
+		nids = palloc(sizeof(int) * count);
+		tf_translate_batch(&cm->model, count, (const int *const *) srcs + first, nsrc + first,
+						   opts + first, ids, nids, &a, check_interrupts);
+		MemoryContextSwitchTo(old);
+		/* the ids are read below, before anything else can decode */
+		for (int j = 0; j < count; j++)
+		{
+			Size		len;
+			char	   *str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
+
+			out[first + j] = FromUtf8(str, len);
+		}
+		ReleaseWorkspace(&a);
+		MemoryContextReset(batch_cxt);
+		first += count;
+	}
+	MemoryContextDelete(batch_cxt);
+}
+static bool
+is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Sentence boundaries of UTF-8 text: nseg + 1 byte offsets. */
+size_t *
+SentenceBounds(const char *s, size_t len, const char *locale, int *nseg)
+{
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	size_t	   *bounds;
+	char		err[256];
+
+	*nseg = tf_sentence_bounds(s, len, locale, &a, &bounds, err, sizeof(err));
+	if (*nseg < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not split the text into sentences"),
+				 errdetail("ICU reports: %s.", err)));
+	return bounds;
+}
+
+/* ---------------------------------------------------------- documents */
+
+/* A document as parts: its own bytes, or a sentence's translation. */
+typedef struct Part
+{
+	int			job;			/* -1: the bytes u[off..off+len) */
+	size_t		off;
+	size_t		len;
+} Part;
+
+typedef struct DocPlan
+{
+	Part	   *parts;
+	int			nparts;
+	int			cap;
+} DocPlan;
+
+typedef struct Jobs
+{
+	const char **s;				/* UTF-8 sentences to translate */
+	size_t	   *len;
+	int			n;
+	int			cap;
+	MemoryContext scratch;		/* count_tokens()'s, reset on each call */
+} Jobs;
+
+static void
+add_part(DocPlan *p, int job, size_t off, size_t len)
+{
+	if (job < 0 && len == 0)
+		return;
+	if (p->nparts == p->cap)
+	{
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->parts = p->parts ? repalloc(p->parts, sizeof(Part) * p->cap) : palloc(sizeof(Part) * p->cap);
+	}
+	p->parts[p->nparts].job = job;
+	p->parts[p->nparts].off = off;
+	p->parts[p->nparts].len = len;
+	p->nparts++;
+}
+
+static int
+add_job(Jobs *j, const char *s, size_t len)
+{
+	if (j->n == j->cap)
+	{
+		j->cap = j->cap ? 2 * j->cap : 16;
+		j->s = j->s ? repalloc(j->s, sizeof(char *) * j->cap) : palloc(sizeof(char *) * j->cap);
+		j->len = j->len ? repalloc(j->len, sizeof(size_t) * j->cap) : palloc(sizeof(size_t) * j->cap);
+	}
+	j->s[j->n] = s;
+	j->len[j->n] = len;
+	return j->n++;
+}
+
+/* Tokens of UTF-8 text, as the source ids count them (EOS not included); INT_MAX if too long. */
+static int
+count_tokens(Jobs *j, Tokenizer *tok, const char *s, size_t len)
+{
+	SpmAlloc	a = PgAllocator(j->scratch);
+	SpmEncoding enc;
+	int			n;
+
+	n = spm_encode(tok->model, s, len, &a, &enc) ? enc.ntokens : INT_MAX;
+	MemoryContextReset(j->scratch);
+	return n;
+}
+
+static bool
+is_cut(const char *s, size_t c)
+{
+	char		p = s[c - 1];
+
+	return is_space(p) || p == '.' || p == ',' || p == ';' || p == ':' || p == '!' || p == '?' || p == ')';
+}
+
+/*
+ * A sentence u[start..end) (no whitespace at either end) as jobs: itself,
+ * or, when it has more tokens than the model's positions take, pieces cut
+ * at the last whitespace or punctuation before the limit (at a character
+ * if a single word is too long), the whitespace between them kept.
+ */
+static void
+plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, size_t start, size_t end)
+{
+	size_t		pos = start;
+
+	while (pos < end)
+	{
+		int			ntok = count_tokens(jobs, tok, u + pos, end - pos);
+		size_t		lo,
+					hi,
+					cut = 0;
+		size_t		e;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ntok == 0)
+		{
+			add_part(p, -1, pos, end - pos);	/* nothing to translate */
+			return;
+		}
+		if (ntok <= limit)
+		{
+			add_part(p, add_job(jobs, u + pos, end - pos), 0, 0);
+			return;
+		}
+		/* the last cut point whose prefix fits (token counts grow with the prefix) */
+		lo = pos + 1;
+		hi = end - 1;
+		while (lo <= hi)
+		{
+			size_t		mid = lo + (hi - lo) / 2;
+			size_t		c = mid;
+
+			while (c > pos && !is_cut(u, c))
+				c--;
+			if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
+			{
+				cut = Max(cut, c);
+				lo = mid + 1;
+			}
+			else
+				hi = c > pos ? c - 1 : pos;
+			if (hi < lo || hi == pos)
+				break;
+		}
+		if (cut == 0)
+		{
+			/* one long word: the longest run of whole characters that fits */
+			lo = pos + 1;
+			hi = end - 1;
+			while (lo <= hi)
+			{
+				size_t		c = lo + (hi - lo) / 2;
+
+				while (c > pos && ((unsigned char) u[c] & 0xC0) == 0x80)
+					c--;
+				if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
+				{
+					cut = Max(cut, c);
+					lo = c + 1;
+				}
+				else
+				{
+					if (c <= lo)
+						break;
+					hi = c - 1;
+				}
+			}
+			if (cut == 0)
+			{
+				cut = pos + 1;
+				while (cut < end && ((unsigned char) u[cut] & 0xC0) == 0x80)
+					cut++;
+			}
+		}
+		/* the piece without its trailing whitespace; the whitespace stays as it was */
+		e = cut;
+		while (e > pos && is_space(u[e - 1]))
+			e--;
+		if (e > pos)
+			add_part(p, add_job(jobs, u + pos, e - pos), 0, 0);
+		pos = cut;
+		while (pos < end && is_space(u[pos]))
+			pos++;
+		add_part(p, -1, e, pos - e);
+	}
+}
+
+/* A document u[0..len) as parts: its sentences (cut further if too long) as jobs, the whitespace kept. */
+static void
+plan_document(CachedModel *cm, Tokenizer *tok, int limit, const char *u, size_t len, DocPlan *plan, Jobs *jobs)
+{
+	int			nseg;
+	size_t	   *b = SentenceBounds(u, len, cm->source_lang, &nseg);
+
+	for (int i = 0; i < nseg; i++)
+	{
+		size_t		start = b[i],
+					end = b[i + 1];
+		size_t		cs = start,
+					ce = end;
+
+		while (cs < end && is_space(u[cs]))
+			cs++;
+		while (ce > cs && is_space(u[ce - 1]))
+			ce--;
+		add_part(plan, -1, start, cs - start);
+		if (ce > cs)
+			plan_sentence(plan, jobs, tok, limit, u, cs, ce);
+		add_part(plan, -1, ce, end - ce);
+	}
+}
+
+int
+DocumentSentences(CachedModel *cm, text *doc, text ***sentences)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	int			limit = cm->model.cfg.max_pos - 1;	/* with EOS */
+	DocPlan		plan = {0};
+	Jobs		jobs = {0};
+	Size		len;
+	char	   *u = ToUtf8(doc, &len);
+
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
+	plan_document(cm, tok, limit, u, len, &plan, &jobs);
+	MemoryContextDelete(jobs.scratch);
+	*sentences = palloc(sizeof(text *) * (jobs.n + 1));
+	for (int j = 0; j < jobs.n; j++)
+		(*sentences)[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	return jobs.n;
+}
+
+void
+TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const CallOptions *o, text **out)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	int			limit = cm->model.cfg.max_pos - 1;	/* with EOS */
+	DocPlan	   *plans = palloc0(sizeof(DocPlan) * (n + 1));
+	char	  **utf8 = palloc0(sizeof(char *) * (n + 1));
+	Jobs		jobs = {0};
+	text	  **in;
+	text	  **done;
+
+	/* every cache entry first: loading one may run a user's code */
+	(void) GetTokenizer(cm->target_tokenizer);
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
+
+	for (int d = 0; d < n; d++)
+	{
+		Size		len;
+		char	   *u;
+		bool		blank = true;
+
+		out[d] = NULL;
+		if (docs[d] == NULL)
+			continue;
+		u = utf8[d] = ToUtf8(docs[d], &len);
+		for (Size i = 0; i < len && blank; i++)
+			blank = is_space(u[i]);
+		if (blank)
+		{
+			out[d] = docs[d];	/* empty or whitespace only: as it is */
+			utf8[d] = NULL;
+			continue;
+		}
+		plan_document(cm, tok, limit, u, len, &plans[d], &jobs);
+	}
+
+	MemoryContextDelete(jobs.scratch);
+
+	/* all sentences of all documents decode together */
+	in = palloc(sizeof(text *) * (jobs.n + 1));
+	done = palloc(sizeof(text *) * (jobs.n + 1));
+	for (int j = 0; j < jobs.n; j++)
+		in[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	TranslateSentences(cm, model, jobs.n, in, o, done);
+
+	for (int d = 0; d < n; d++)
+	{
+		StringInfoData buf;
+
+		if (utf8[d] == NULL)
+			continue;
+		initStringInfo(&buf);
+		for (int i = 0; i < plans[d].nparts; i++)
+		{
+			Part	   *pt = &plans[d].parts[i];
+
+			if (pt->job < 0)
+				appendBinaryStringInfo(&buf, utf8[d] + pt->off, pt->len);
+			else
+			{
+				Size		l;
+				char	   *t = ToUtf8(done[pt->job], &l);
+
+				appendBinaryStringInfo(&buf, t, l);
+			}
+		}
+		out[d] = FromUtf8(buf.data, buf.len);
+	}
+}
