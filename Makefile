@@ -21,6 +21,8 @@ OBJS = \
 	src/pg/ext_tables.o \
 	src/pg/backend_cache.o \
 	src/pg/tokenizer.o \
+	src/pg/tokenizer_cache.o \
+	src/pg/tokenizer_share.o \
 	src/pg/sql_tokenizer.o \
 	src/core/model.o \
 	src/pg/model_store.o \

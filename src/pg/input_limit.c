@@ -20,6 +20,9 @@
 /* 1 MB: above any document people translate in one call (a minute of translate()), far below harm */
 int			transformer_max_input_bytes = 1024 * 1024;
 
+/* transformer.invalid_utf8 (read by ToUtf8, sql_tokenizer.c) */
+int			transformer_invalid_utf8 = INVALID_UTF8_ERROR;
+
 static const struct config_enum_entry invalid_utf8_options[] = {
 	{"error", INVALID_UTF8_ERROR, false},
 	{"replace", INVALID_UTF8_REPLACE, false},

@@ -33,6 +33,7 @@
 #include "safetensors.h"
 #include "server_files.h"
 #include "translate.h"
+#include "tokenizer_share.h"
 #include "weight_cache.h"
 
 #define MAX_MODEL_FILE ((Size) 4 * 1024 * 1024 * 1024 - 1)

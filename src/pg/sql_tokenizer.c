@@ -20,6 +20,7 @@
 #include "server_files.h"
 #include "input_limit.h"
 #include "tokenizer.h"
+#include "tokenizer_share.h"
 #include "weight_cache.h"
 
 #define MAX_TOKENIZER_FILE ((Size) 256 * 1024 * 1024)
@@ -46,8 +47,6 @@ CheckNotNull(FunctionCallInfo fcinfo, int arg, const char *name)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", name)));
 }
-
-int			transformer_invalid_utf8 = INVALID_UTF8_ERROR;
 
 /* The offset of the first byte of s that does not start a valid UTF-8 character, or -1. */
 static int

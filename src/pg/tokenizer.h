@@ -74,7 +74,7 @@ extern char *ToUtf8(text *t, Size *len);
 extern text *FromUtf8(const char *s, Size len);
 extern text *PieceToText(const char *s, Size len);
 
-/* transformer.invalid_utf8: what a SQL_ASCII database's invalid UTF-8 gets */
+/* transformer.invalid_utf8: what a SQL_ASCII database's invalid UTF-8 gets (input_limit.c) */
 typedef enum
 {
 	INVALID_UTF8_ERROR,

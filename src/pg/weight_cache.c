@@ -65,13 +65,6 @@
 bool		transformer_shared_weights = true;
 char	   *transformer_weight_cache_dir = NULL;
 
-#define FILE_SUFFIX ".tfw"
-#define TEMP_PREFIX "tmp."
-#define TOK_PREFIX "tok_"
-
-static void sweep_orphans(void);
-static void sweep_after_start(void);
-
 void
 InitWeightCache(void)
 {
@@ -94,8 +87,8 @@ InitWeightCache(void)
 }
 
 /* the build tag: the library's version and the core's layout */
-static const char *
-build_tag(void)
+const char *
+SharedFileBuildTag(void)
 {
 	static char tag[64];
 
@@ -119,8 +112,8 @@ cluster_prefix(void)
 }
 
 /* "<system identifier>_<database>_<model name in hex>_" */
-static char *
-file_prefix(Oid db, const char *model)
+char *
+SharedFilePrefix(Oid db, const char *model)
 {
 	StringInfoData s;
 
@@ -135,7 +128,7 @@ file_prefix(Oid db, const char *model)
 static char *
 file_path(const char *model, uint64 fingerprint)
 {
-	return psprintf("%s/%s%016llx%s", transformer_weight_cache_dir, file_prefix(MyDatabaseId, model),
+	return psprintf("%s/%s%016llx%s", transformer_weight_cache_dir, SharedFilePrefix(MyDatabaseId, model),
 					(unsigned long long) fingerprint, FILE_SUFFIX);
 }
 
@@ -195,17 +188,20 @@ ModelFingerprint(const char *model, const char *model_row, bool *uncommitted)
 	return h ? h : 1;			/* 0 means none */
 }
 
-/* A mapping, released with the cache entry's memory. */
-typedef struct Mapping
+/* the fingerprint of a tokenizer's row (see tokenizer_share.c) */
+uint64
+TokenizerFingerprint(const char *name, const char *row)
 {
-	void	   *addr;
-	Size		len;
-} Mapping;
+	uint64		h = tf_checksum64(name, strlen(name) + 1, fingerprint_seed(2));
 
-static void
-unmap(void *arg)
+	h = tf_checksum64(row, strlen(row), h);
+	return h ? h : 1;
+}
+
+void
+SharedFileUnmap(void *arg)
 {
-	Mapping    *m = arg;
+	SharedMapping    *m = arg;
 
 	if (m->addr != NULL)
 		munmap(m->addr, m->len);
@@ -224,7 +220,7 @@ map_file(CachedModel *cm, const char *path, uint64 fingerprint, bool verify)
 	struct stat st;
 	void	   *addr;
 	const char *why;
-	Mapping    *mapping;
+	SharedMapping    *mapping;
 	MemoryContextCallback *cb;
 	TfLayerWeights *enc,
 			   *dec;
@@ -243,7 +239,7 @@ map_file(CachedModel *cm, const char *path, uint64 fingerprint, bool verify)
 		return false;
 	enc = MemoryContextAllocZero(cm->cxt, sizeof(TfLayerWeights) * (cm->model.cfg.enc_layers + 1));
 	dec = MemoryContextAllocZero(cm->cxt, sizeof(TfLayerWeights) * (cm->model.cfg.dec_layers + 1));
-	why = tf_wfile_open(addr, (size_t) st.st_size, &cm->model, enc, dec, build_tag(), fingerprint, verify);
+	why = tf_wfile_open(addr, (size_t) st.st_size, &cm->model, enc, dec, SharedFileBuildTag(), fingerprint, verify);
 	if (why != NULL)
 	{
 		munmap(addr, (size_t) st.st_size);
@@ -251,11 +247,11 @@ map_file(CachedModel *cm, const char *path, uint64 fingerprint, bool verify)
 		elog(LOG, "shared weights file \"%s\" is not used: %s; rebuilding it", path, why);
 		return false;
 	}
-	mapping = MemoryContextAlloc(cm->cxt, sizeof(Mapping));
+	mapping = MemoryContextAlloc(cm->cxt, sizeof(SharedMapping));
 	mapping->addr = addr;
 	mapping->len = (Size) st.st_size;
 	cb = MemoryContextAlloc(cm->cxt, sizeof(MemoryContextCallback));
-	cb->func = unmap;
+	cb->func = SharedFileUnmap;
 	cb->arg = mapping;
 	MemoryContextRegisterResetCallback(cm->cxt, cb);
 	cm->shared_file_bytes = (Size) st.st_size;
@@ -267,13 +263,13 @@ MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
 {
 	if (!transformer_shared_weights)
 		return false;
-	sweep_after_start();
+	SharedFileSweepAfterStart();
 	return map_file(cm, file_path(model, fingerprint), fingerprint, true);
 }
 
 /* Remove the files whose names start with prefix, but keep (a path, or NULL); and dead builders' temporary files. */
-static void
-remove_prefixed(const char *prefix, const char *keep)
+void
+SharedFileRemovePrefixed(const char *prefix, const char *keep)
 {
 	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
 	struct dirent *de;
@@ -299,11 +295,11 @@ remove_prefixed(const char *prefix, const char *keep)
 void
 RemoveSharedWeights(const char *model)
 {
-	remove_prefixed(file_prefix(MyDatabaseId, model), NULL);
+	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), NULL);
 }
 
-static void
-cannot_share(const char *what, const char *path)
+void
+SharedFileCannotShare(const char *what, const char *path)
 {
 	ereport(WARNING,
 			(errcode_for_file_access(),
@@ -318,28 +314,28 @@ cannot_share(const char *what, const char *path)
  * reserved, so that writing it through a mapping cannot end in SIGBUS on a
  * full disk: the fd, or -1 after a WARNING (nothing left behind).
  */
-static int
-create_reserved(const char *tmp, const char *path, size_t len)
+int
+SharedFileCreate(const char *tmp, const char *path, size_t len)
 {
 	int			fd,
 				rc;
 
 	if (MakePGDirectory(transformer_weight_cache_dir) != 0 && errno != EEXIST)
 	{
-		cannot_share("create the directory of", path);
+		SharedFileCannotShare("create the directory of", path);
 		return -1;
 	}
 	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_EXCL | PG_BINARY);
 	if (fd < 0)
 	{
-		cannot_share("create", tmp);
+		SharedFileCannotShare("create", tmp);
 		return -1;
 	}
 	rc = posix_fallocate(fd, 0, (off_t) len);
 	if (rc != 0)
 	{
 		errno = rc;
-		cannot_share("allocate", tmp);
+		SharedFileCannotShare("allocate", tmp);
 		CloseTransientFile(fd);
 		unlink(tmp);
 		return -1;
@@ -366,18 +362,18 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
 	len = tf_wfile_size(&cm->model, arena_len);
 
-	fd = create_reserved(tmp, path, len);
+	fd = SharedFileCreate(tmp, path, len);
 	if (fd < 0)
 		return;
 	out = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CloseTransientFile(fd);
 	if (out == MAP_FAILED)
 	{
-		cannot_share("map", tmp);
+		SharedFileCannotShare("map", tmp);
 		unlink(tmp);
 		return;
 	}
-	why = tf_wfile_write(out, len, &cm->model, arena, arena_len, build_tag(), fingerprint);
+	why = tf_wfile_write(out, len, &cm->model, arena, arena_len, SharedFileBuildTag(), fingerprint);
 	munmap(out, len);
 	if (why != NULL)
 	{
@@ -387,12 +383,12 @@ ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void 
 	}
 	if (rename(tmp, path) != 0)
 	{
-		cannot_share("rename", tmp);
+		SharedFileCannotShare("rename", tmp);
 		unlink(tmp);
 		return;
 	}
-	remove_prefixed(file_prefix(MyDatabaseId, model), path);
-	sweep_orphans();
+	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), path);
+	SharedFileSweepOrphans();
 
 	/* from now on the shared copy; the private one goes */
 	if (!map_file(cm, path, fingerprint, false))
@@ -496,8 +492,8 @@ file_info(const char *d_name)
  * rolled-back imports, say).  Stale files of live names go when a new file
  * of the same name is written.  Inside ExtSpiConnect().
  */
-static void
-sweep_orphans(void)
+void
+SharedFileSweepOrphans(void)
 {
 	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
 	struct dirent *de;
@@ -579,8 +575,8 @@ remove_cluster_files(void)
  * backend, the files of dropped databases and of names this database no
  * longer has.
  */
-static void
-sweep_after_start(void)
+void
+SharedFileSweepAfterStart(void)
 {
 	static bool done_here = false;
 	WeightCacheShared *shared;
@@ -614,7 +610,7 @@ sweep_after_start(void)
 			pg_usleep(1000L);
 		}
 	done_here = true;
-	sweep_orphans();
+	SharedFileSweepOrphans();
 }
 
 PG_FUNCTION_INFO_V1(transformer_weight_files);
@@ -658,301 +654,4 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 	FreeDir(dir);
 	ExtSpiFinish(level);
 	return (Datum) 0;
-}
-
-/* ---------------------------------------------------------- tokenizers */
-
-/*
- * A tokenizer is a web of pointers (pieces, prefix maps, the vocabulary),
- * so its file is built in place at a fixed address: the builder maps the
- * new file there and builds the tokenizer into it with a bump allocator;
- * every backend maps the file at the same address (MAP_FIXED_NOREPLACE,
- * which never replaces a mapping) and uses it as is.  The address is a
- * slot chosen by the fingerprint in a region processes leave free; a slot
- * already taken in a backend means that backend builds its own copy.
- */
-/* below ASan's heap (from 0x600000000000), so sanitized builds share them too */
-#define TOK_REGION ((uintptr_t) 0x500000000000ULL)
-#define TOK_SLOT ((size_t) 256 * 1024 * 1024)
-#define TOK_SLOTS 1024
-#define TOK_HEADER 4096
-#define TOK_MAGIC "TFTOKENS"
-
-typedef struct TokHeader
-{
-	char		magic[8];
-	uint32		version;
-	uint32		endian;
-	uint64		checksum;		/* of every byte from build on */
-	char		build[64];
-	uint64		fingerprint;
-	uint64		address;
-	uint64		file_len;
-	uint64		root;			/* offset of the TokImage */
-} TokHeader;
-
-/* the Tokenizer's fields that point into the image */
-typedef struct TokImage
-{
-	SpmModel   *model;
-	bool		has_vocab;
-	SpmMap		vocab;
-	int32	   *spm_to_model;
-	int32		vocab_unk;
-	int32		nmodel;
-	const char **model_piece;
-	uint32	   *model_piece_len;
-	uint8		digest[32];		/* the Tokenizer's content digest */
-} TokImage;
-
-static void *
-tok_address(uint64 fingerprint)
-{
-	return (void *) (TOK_REGION + (uintptr_t) (fingerprint % TOK_SLOTS) * TOK_SLOT);
-}
-
-static char *
-tok_path(const char *name, uint64 fingerprint)
-{
-	return psprintf("%s/" TOK_PREFIX "%s%016llx%s", transformer_weight_cache_dir,
-					file_prefix(MyDatabaseId, name), (unsigned long long) fingerprint, FILE_SUFFIX);
-}
-
-/* MAP_FIXED_NOREPLACE at addr, or NULL (older kernels take it as a hint: checked) */
-static void *
-map_at(void *addr, size_t len, int prot, int fd)
-{
-	void	   *p = mmap(addr, len, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-
-	if (p == MAP_FAILED)
-		return NULL;
-	if (p != addr)
-	{
-		munmap(p, len);
-		return NULL;
-	}
-	return p;
-}
-
-static void
-use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
-{
-	Mapping    *mapping = MemoryContextAlloc(t->cxt, sizeof(Mapping));
-	MemoryContextCallback *cb = MemoryContextAlloc(t->cxt, sizeof(MemoryContextCallback));
-
-	t->model = img->model;
-	t->has_vocab = img->has_vocab;
-	t->vocab = img->vocab;
-	t->spm_to_model = img->spm_to_model;
-	t->vocab_unk = img->vocab_unk;
-	t->nmodel = img->nmodel;
-	t->model_piece = img->model_piece;
-	t->model_piece_len = img->model_piece_len;
-	memcpy(t->digest, img->digest, sizeof(t->digest));
-	mapping->addr = addr;
-	mapping->len = len;
-	cb->func = unmap;
-	cb->arg = mapping;
-	MemoryContextRegisterResetCallback(t->cxt, cb);
-}
-
-uint64
-TokenizerFingerprint(const char *name, const char *row)
-{
-	uint64		h = tf_checksum64(name, strlen(name) + 1, fingerprint_seed(2));
-
-	h = tf_checksum64(row, strlen(row), h);
-	return h ? h : 1;
-}
-
-bool
-MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
-{
-	char	   *path;
-	int			fd;
-	TokHeader	h;
-	struct stat st;
-	void	   *addr;
-
-	if (!transformer_shared_weights)
-		return false;
-	sweep_after_start();
-	path = tok_path(name, fingerprint);
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
-		memcmp(h.magic, TOK_MAGIC, 8) != 0 || h.version != 1 || h.endian != 0x01020304u ||
-		strncmp(h.build, build_tag(), sizeof(h.build)) != 0 || h.fingerprint != fingerprint ||
-		h.address != (uint64) (uintptr_t) tok_address(fingerprint) || h.file_len != (uint64) st.st_size ||
-		h.file_len > TOK_SLOT || h.root < TOK_HEADER || h.root > h.file_len - sizeof(TokImage))
-	{
-		CloseTransientFile(fd);
-		/* removed, so that a backend with the slot free rebuilds it */
-		unlink(path);
-		elog(LOG, "shared tokenizer file \"%s\" is not of this build and version, or is damaged; removed", path);
-		return false;
-	}
-	addr = map_at(tok_address(fingerprint), (size_t) st.st_size, PROT_READ, fd);
-	if (addr == NULL)
-	{
-		/* the slot is taken in this backend: its own copy; but a damaged file still goes */
-		void	   *any = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-
-		if (any != MAP_FAILED)
-		{
-			if (tf_checksum64((char *) any + offsetof(TokHeader, build),
-							  (size_t) st.st_size - offsetof(TokHeader, build), 0) != ((TokHeader *) any)->checksum)
-			{
-				unlink(path);
-				elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; removed", path);
-			}
-			munmap(any, (size_t) st.st_size);
-		}
-		CloseTransientFile(fd);
-		return false;
-	}
-	CloseTransientFile(fd);
-	if (tf_checksum64((char *) addr + offsetof(TokHeader, build), (size_t) st.st_size - offsetof(TokHeader, build), 0) !=
-		((TokHeader *) addr)->checksum)
-	{
-		munmap(addr, (size_t) st.st_size);
-		unlink(path);
-		elog(LOG, "shared tokenizer file \"%s\" has a wrong checksum; removed", path);
-		return false;
-	}
-	use_image(t, (const TokImage *) ((char *) addr + h.root), addr, (size_t) st.st_size);
-	return true;
-}
-
-/* bump allocation in the file being built; zeroed (a new file is zeros) */
-typedef struct Bump
-{
-	char	   *base;
-	size_t		cap;
-	size_t		used;
-} Bump;
-
-static void *
-bump_alloc(void *ctx, size_t size)
-{
-	Bump	   *b = ctx;
-	size_t		at = TYPEALIGN(16, b->used);
-
-	if (size > b->cap || at > b->cap - size)
-		elog(ERROR, "shared tokenizer image overflow");
-	b->used = at + size;
-	return b->base + at;
-}
-
-/* counting, for the size of the image: the private build's allocator, each size noted */
-typedef struct Counting
-{
-	SpmAlloc	inner;
-	size_t		used;
-} Counting;
-
-static void *
-counting_alloc(void *ctx, size_t size)
-{
-	Counting   *c = ctx;
-	void	   *p = c->inner.alloc(c->inner.ctx, size);
-
-	c->used = TYPEALIGN(16, c->used) + size;
-	return p;
-}
-
-void
-LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
-					const char *model, Size model_len, const TokVocab *vocab)
-{
-	static uint32 counter = 0;
-	MemoryContext priv = AllocSetContextCreate(t->cxt, "transformer tokenizer", ALLOCSET_DEFAULT_SIZES);
-	Counting	counting = {PgAllocator(priv), 0};
-	SpmAlloc	a = {counting_alloc, &counting};
-	char	   *path,
-			   *tmp;
-	size_t		len;
-	int			fd;
-	void	   *addr;
-	Bump		bump;
-	SpmAlloc	ba = {bump_alloc, &bump};
-	Tokenizer	built;
-	TokImage   *img;
-	TokHeader  *h;
-
-	/* this backend's own, and the measure of the image */
-	BuildTokenizerWith(t, &a, model, model_len, vocab);
-	if (!transformer_shared_weights || fingerprint == 0)
-		return;
-	path = tok_path(name, fingerprint);
-	tmp = psprintf("%s/" TEMP_PREFIX "%d.t%u", transformer_weight_cache_dir, MyProcPid, counter++);
-	len = TOK_HEADER + TYPEALIGN(16, sizeof(TokImage)) + counting.used + counting.used / 8 + 65536;
-	len = TYPEALIGN(4096, len);
-	if (len > TOK_SLOT)
-		return;
-	fd = create_reserved(tmp, path, len);
-	if (fd < 0)
-		return;
-	addr = map_at(tok_address(fingerprint), len, PROT_READ | PROT_WRITE, fd);
-	CloseTransientFile(fd);
-	if (addr == NULL)
-	{
-		unlink(tmp);
-		return;					/* the slot is taken in this backend: keep our own */
-	}
-
-	/* the same build again, into the file */
-	bump.base = (char *) addr + TOK_HEADER;
-	bump.cap = len - TOK_HEADER;
-	bump.used = 0;
-	memset(&built, 0, sizeof(built));
-	PG_TRY();
-	{
-		img = bump_alloc(&bump, sizeof(TokImage));
-		BuildTokenizerWith(&built, &ba, model, model_len, vocab);
-	}
-	PG_CATCH();
-	{
-		munmap(addr, len);
-		unlink(tmp);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	img->model = built.model;
-	img->has_vocab = built.has_vocab;
-	img->vocab = built.vocab;
-	img->spm_to_model = built.spm_to_model;
-	img->vocab_unk = built.vocab_unk;
-	img->nmodel = built.nmodel;
-	img->model_piece = built.model_piece;
-	img->model_piece_len = built.model_piece_len;
-	memcpy(img->digest, t->digest, sizeof(img->digest));
-	h = addr;
-	memcpy(h->magic, TOK_MAGIC, 8);
-	h->version = 1;
-	h->endian = 0x01020304u;
-	strlcpy(h->build, build_tag(), sizeof(h->build));
-	h->fingerprint = fingerprint;
-	h->address = (uint64) (uintptr_t) addr;
-	h->file_len = len;
-	h->root = (uint64) ((char *) img - (char *) addr);
-	h->checksum = tf_checksum64((char *) addr + offsetof(TokHeader, build), len - offsetof(TokHeader, build), 0);
-	if (mprotect(addr, len, PROT_READ) != 0 || rename(tmp, path) != 0)
-	{
-		cannot_share("rename", tmp);
-		munmap(addr, len);
-		unlink(tmp);
-		return;
-	}
-	remove_prefixed(psprintf(TOK_PREFIX "%s", file_prefix(MyDatabaseId, name)), path);
-	sweep_orphans();
-	use_image(t, img, addr, len);
-	MemoryContextDelete(priv);
-}
-
-void
-RemoveSharedTokenizer(const char *name)
-{
-	remove_prefixed(psprintf(TOK_PREFIX "%s", file_prefix(MyDatabaseId, name)), NULL);
 }

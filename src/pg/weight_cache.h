@@ -9,7 +9,6 @@
 #include "postgres.h"
 
 #include "model_store.h"
-#include "tokenizer.h"
 
 /* the library's version, part of every file's build tag (transformer.control's default_version) */
 #define TRANSFORMER_VERSION "0.4.0"
@@ -57,16 +56,48 @@ extern void ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint,
 /* Remove the model's files in this database (drop, re-import). */
 extern void RemoveSharedWeights(const char *model);
 
-/* Tokenizers, shared the same way (in place, at a fixed address). */
+/* The fingerprint of a tokenizer's row (tokenizers are shared the same way: tokenizer_share.c). */
 extern uint64 TokenizerFingerprint(const char *name, const char *row);
-extern bool MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint);
 
 /*
- * Build t (its memory in t->cxt) and, sharing on, write its file and use
- * that instead; on any failure to write, a WARNING and t's own copy.
+ * The shared files' machinery, for tokenizer_share.c: names, the build
+ * tag, writing, removing and sweeping.
  */
-extern void LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
-								const char *model, Size model_len, const TokVocab *vocab);
-extern void RemoveSharedTokenizer(const char *name);
+#define FILE_SUFFIX ".tfw"
+#define TEMP_PREFIX "tmp."
+#define TOK_PREFIX "tok_"
+
+/* A mapping, released with the cache entry's memory (SharedFileUnmap as its reset callback). */
+typedef struct SharedMapping
+{
+	void	   *addr;
+	Size		len;
+} SharedMapping;
+
+extern void SharedFileUnmap(void *arg);
+
+/* the build tag: the library's version and the core's layout */
+extern const char *SharedFileBuildTag(void);
+
+/* "<system identifier>_<database>_<name in hex>_" */
+extern char *SharedFilePrefix(Oid db, const char *model);
+
+/* A WARNING: could not <what> the shared file path; this backend keeps its own copy. */
+extern void SharedFileCannotShare(const char *what, const char *path);
+
+/*
+ * A new temporary file of len bytes for the shared file path, its blocks
+ * reserved: the fd, or -1 after a WARNING (nothing left behind).
+ */
+extern int	SharedFileCreate(const char *tmp, const char *path, size_t len);
+
+/* Remove the files whose names start with prefix, but keep (a path, or NULL); and dead builders' temporary files. */
+extern void SharedFileRemovePrefixed(const char *prefix, const char *keep);
+
+/* Remove the files of dropped databases and names gone.  Inside ExtSpiConnect(). */
+extern void SharedFileSweepOrphans(void);
+
+/* The first use after a start of the server removes every file of the cluster. */
+extern void SharedFileSweepAfterStart(void);
 
 #endif							/* WEIGHT_CACHE_H */
