@@ -273,7 +273,7 @@ fuzz-svg-label: test/fuzz/fuzz_svg_label
 
 # The core under AddressSanitizer and UndefinedBehaviorSanitizer (clang): the
 # unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
-SANITIZE_SECONDS ?= 60
+SANITIZE_SECONDS ?= 30
 SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm

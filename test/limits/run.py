@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--sizes", default="1,10,40")
     ap.add_argument("--cancel-mb", type=int, default=10)
     ap.add_argument("--timeout-ms", type=int, default=400)
-    ap.add_argument("--memory-timeout-ms", type=int, default=2000)
+    ap.add_argument("--memory-timeout-ms", type=int, default=1000)
     ap.add_argument("--max-overshoot-ms", type=float, default=100)
     ap.add_argument("--memory-base-mb", type=int, default=128)
     ap.add_argument("--max-bytes-per-byte", type=float, default=20)

@@ -9,7 +9,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(7);
+SELECT plan(8);
 SELECT import_model('multi30k_de_en') \g /dev/null
 -- the same tokenizer with its vocabulary as the file's bytes
 INSERT INTO transformer_tokenizers (name, model, vocab, vocab_json)
@@ -24,6 +24,8 @@ SELECT is(tokenize('Ein Hund.', 'bytes'), tokenize('Ein Hund.', 'multi30k_de_en/
 -- and checked as a file would be
 UPDATE transformer_tokenizers SET vocab_json = convert_to('{"<unk>": 1, "a": {"b": 2}}', 'UTF8') WHERE name = 'bytes';
 SELECT throws_ok($$SELECT tokenize('a', 'bytes')$$, '22023', 'vocabulary entry "a" is not a number', 'vocab_json: a nested object is refused');
+UPDATE transformer_tokenizers SET vocab_json = convert_to('{"<unk>": 1, "a": "2"}', 'UTF8') WHERE name = 'bytes';
+SELECT throws_ok($$SELECT tokenize('a', 'bytes')$$, '22023', 'vocabulary entry "a" is not a number', 'vocab_json: a string id is refused');
 UPDATE transformer_tokenizers SET vocab_json = convert_to('[1, 2]', 'UTF8') WHERE name = 'bytes';
 SELECT throws_ok($$SELECT tokenize('a', 'bytes')$$, '22023', 'the vocabulary must be a JSON object mapping pieces to ids', 'vocab_json: an array is refused');
 UPDATE transformer_tokenizers SET vocab_json = convert_to('{"<unk>": 1, "a": 2.5}', 'UTF8') WHERE name = 'bytes';
