@@ -122,7 +122,7 @@ crash:
 	test/crash/run.sh
 .PHONY: crash
 
-# Citus 13.0.5 from ../shared/vendor: a coordinator and two workers (root; skipped without the tarball)
+# An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:
 	test/citus/run.sh
 .PHONY: citus
