@@ -42,9 +42,17 @@ OBJS = \
 	src/pg/weight_cache.o \
 	src/pg/input_limit.o
 
-DATA = sql/transformer--0.1.0.sql sql/transformer--0.2.0.sql sql/transformer--0.3.0.sql \
+# One SQL source (as pgvector does): sql/transformer.sql is copied to the
+# install script of the default version.  Older versions keep only what the
+# upgrade chain from 0.1.0 needs: 0.1.0's install script and the updates.
+EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/default_version[[:space:]]*=[[:space:]]*'\([^']*\)'/\1/")
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

@@ -1,4 +1,8 @@
-/* transformer--0.3.0.sql */
+/* transformer.sql: every object of the extension, once.  make copies it to
+ * transformer--<default_version>.sql (the install script); older versions
+ * keep only what the upgrade chain from 0.1.0 needs.  A change here is also
+ * an upgrade script's (14_upgrade.sql checks that a fresh install and an
+ * upgraded one have the same objects, columns and constraints). */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION transformer" to load this file. \quit
@@ -93,14 +97,22 @@ CREATE TABLE transformer_tokenizers (
 	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) < 64),
 	model bytea NOT NULL,
 	vocab jsonb,
-	created timestamptz NOT NULL DEFAULT now()
+	created timestamptz NOT NULL DEFAULT now(),
+	-- since 0.4.0, at the end as ALTER TABLE adds them
+	file_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+	vocab_json bytea
 );
 -- models are read whole on every load: no compression to undo
 ALTER TABLE transformer_tokenizers ALTER COLUMN model SET STORAGE EXTERNAL;
+ALTER TABLE transformer_tokenizers ALTER COLUMN vocab_json SET STORAGE EXTERNAL;
 COMMENT ON TABLE transformer_tokenizers IS
 'SentencePiece tokenizers: the .model/.spm file as is, and an optional vocabulary (piece -> model id, as Marian''s vocab.json)';
 COMMENT ON COLUMN transformer_tokenizers.model IS 'the serialized SentencePiece ModelProto';
 COMMENT ON COLUMN transformer_tokenizers.vocab IS 'piece -> model id; NULL: ids are SentencePiece''s own';
+COMMENT ON COLUMN transformer_tokenizers.file_id IS
+'a random identifier of this version of the row, in the names of the shared files built from it';
+COMMENT ON COLUMN transformer_tokenizers.vocab_json IS
+'piece -> model id as the UTF-8 bytes of a JSON object, where the database encoding is not UTF8 (vocab is then NULL)';
 SELECT pg_catalog.pg_extension_config_dump('transformer_tokenizers', '');
 GRANT SELECT ON transformer_tokenizers TO PUBLIC;
 
@@ -111,6 +123,9 @@ LANGUAGE C;
 
 COMMENT ON FUNCTION transformer_invalidate_cache() IS
 'trigger: makes every backend reload tokenizers (and models) after a change';
+
+-- only the extension's own triggers invalidate the caches
+REVOKE ALL ON FUNCTION transformer_invalidate_cache() FROM PUBLIC;
 
 CREATE TRIGGER transformer_tokenizers_changed
 AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON transformer_tokenizers
@@ -179,10 +194,14 @@ CREATE TABLE transformer_models (
 	generation_config jsonb,
 	generation_config_json bytea,
 	source_lang text CHECK (octet_length(source_lang) <= 32),
-	target_lang text CHECK (octet_length(target_lang) <= 32)
+	target_lang text CHECK (octet_length(target_lang) <= 32),
+	-- since 0.4.0
+	file_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
 );
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
+COMMENT ON COLUMN transformer_models.file_id IS
+'a random identifier of this version of the row, in the names of the shared files built from it';
 SELECT pg_catalog.pg_extension_config_dump('transformer_models', '');
 GRANT SELECT ON transformer_models TO PUBLIC;
 
@@ -451,16 +470,20 @@ AS $$
   p AS (SELECT m.query_pos, m.query_token, m.key_pos, m.key_token, avg(m.weight) AS w
         FROM m WHERE m.layer = (SELECT CASE WHEN max(m2.layer) >= 6 THEN max(m2.layer) - 1 ELSE max(m2.layer) END FROM m m2)
         GROUP BY 1, 2, 3, 4),
-  -- words: a piece that starts with U+2581 starts a word; EOS is left out
+  -- SentencePiece's space marker as the pieces show it: U+2581, or a space
+  -- in a database whose encoding lacks it (written so that it parses there)
+  mk AS (SELECT CASE WHEN current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII')
+                     THEN convert_from('\xe29681'::bytea, 'UTF8') ELSE ' ' END AS marker),
+  -- words: a piece that starts with the marker starts a word; EOS is left out
   sp AS (SELECT s.key_pos, s.key_token,
-                sum(CASE WHEN s.key_pos = 1 OR s.key_token LIKE E'\u2581%' THEN 1 ELSE 0 END) OVER (ORDER BY s.key_pos) AS word
-         FROM (SELECT DISTINCT p.key_pos, p.key_token FROM p WHERE p.key_token <> '</s>') s),
+                sum(CASE WHEN s.key_pos = 1 OR starts_with(s.key_token, mk.marker) THEN 1 ELSE 0 END) OVER (ORDER BY s.key_pos) AS word
+         FROM (SELECT DISTINCT p.key_pos, p.key_token FROM p WHERE p.key_token <> '</s>') s, mk),
   tp AS (SELECT t.query_pos, t.query_token,
-                sum(CASE WHEN t.query_pos = 1 OR t.query_token LIKE E'\u2581%' THEN 1 ELSE 0 END) OVER (ORDER BY t.query_pos) AS word
-         FROM (SELECT DISTINCT p.query_pos, p.query_token FROM p WHERE p.query_token <> '</s>') t),
-  sw AS (SELECT sp.word, replace(string_agg(sp.key_token, '' ORDER BY sp.key_pos), E'\u2581', '') AS text FROM sp GROUP BY sp.word),
-  tw AS (SELECT tp.word, replace(string_agg(tp.query_token, '' ORDER BY tp.query_pos), E'\u2581', '') AS text,
-                count(*) AS pieces FROM tp GROUP BY tp.word),
+                sum(CASE WHEN t.query_pos = 1 OR starts_with(t.query_token, mk.marker) THEN 1 ELSE 0 END) OVER (ORDER BY t.query_pos) AS word
+         FROM (SELECT DISTINCT p.query_pos, p.query_token FROM p WHERE p.query_token <> '</s>') t, mk),
+  sw AS (SELECT sp.word, replace(string_agg(sp.key_token, '' ORDER BY sp.key_pos), min(mk.marker), '') AS text FROM sp, mk GROUP BY sp.word),
+  tw AS (SELECT tp.word, replace(string_agg(tp.query_token, '' ORDER BY tp.query_pos), min(mk.marker), '') AS text,
+                count(*) AS pieces FROM tp, mk GROUP BY tp.word),
   -- a target word's weight on a source word: the mean over its pieces of the sum over the source word's pieces
   ww AS (SELECT tp.word AS t, sp.word AS s, sum(p.w) / max(tw.pieces) AS w
          FROM p JOIN tp USING (query_pos) JOIN sp USING (key_pos) JOIN tw ON tw.word = tp.word
@@ -540,3 +563,19 @@ COMMENT ON FUNCTION transformer_weight_files() IS
 'the shared files of weights and tokenizers (transformer.weight_cache_dir): each file''s kind (weights or tokenizer), database, model or tokenizer name, size and state (current, stale, orphan, other database, dropped database, being written, unknown)';
 
 REVOKE ALL ON FUNCTION transformer_weight_files() FROM PUBLIC;
+
+-- DROP EXTENSION drops the tables and every model in them: that needs
+-- CASCADE, as for any object others depend on
+CREATE FUNCTION transformer_guard_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'transformer_guard_drop'
+LANGUAGE C;
+
+COMMENT ON FUNCTION transformer_guard_drop() IS
+'event trigger: DROP EXTENSION transformer without CASCADE is refused while its tables hold models or tokenizers';
+
+REVOKE ALL ON FUNCTION transformer_guard_drop() FROM PUBLIC;
+
+CREATE EVENT TRIGGER transformer_guard_drop ON ddl_command_start
+WHEN TAG IN ('DROP EXTENSION')
+EXECUTE FUNCTION transformer_guard_drop();
