@@ -25,6 +25,8 @@ OBJS = \
 	src/pg/tokenizer_share.o \
 	src/pg/sql_tokenizer.o \
 	src/core/model.o \
+	src/core/search.o \
+	src/core/logits.o \
 	src/pg/model_store.o \
 	src/pg/translate.o \
 	src/pg/decode_workspace.o \
@@ -82,7 +84,8 @@ install-models:
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/attention.c src/core/online_softmax.c \
-	src/core/weight_file.c src/core/model.c src/core/metrics.c src/core/spm_model.c src/core/protobuf.c
+	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c \
+	src/core/spm_model.c src/core/protobuf.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc/core
 
@@ -296,7 +299,7 @@ sanitize: test/unit/test_core_san $(FUZZERS)
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/online_softmax.c
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/online_softmax.c
 test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm

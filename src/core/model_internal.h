@@ -1,0 +1,91 @@
+/*
+ * model_internal.h
+ *		What the forward pass (model.c), the search (search.c) and the logits
+ *		processors (logits.c) share; not for use outside model.c,
+ *		search.c and logits.c.  No postgres.h.
+ */
+#ifndef TF_MODEL_INTERNAL_H
+#define TF_MODEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+#include "tensor_ops.h"
+
+static inline int
+imax(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+static inline void
+linear(int rows, int out_dim, int in_dim, float *y, const float *x,
+	   TfMatrix w, const float *b)
+{
+	tf_linear(rows, out_dim, in_dim, y, x, w.data, w.dtype, b);
+}
+
+/* The encoder's buffers for inputs of up to n tokens. */
+typedef struct EncodeState
+{
+	float	   *tmp;			/* (n, d) */
+	float	   *q;				/* (n, d) */
+	float	   *k;				/* (n, d) */
+	float	   *v;				/* (n, d) */
+	float	   *att;			/* (n, d) */
+	float	   *out;			/* (n, d) */
+	float	   *hb;				/* (n, ffn) */
+	float	   *scores;			/* (n, n) */
+} EncodeState;
+
+/*
+ * Decoding works on rows: each live beam of each sentence of a batch is one
+ * row of the decoder's products, so the weights stream through the cache
+ * once per step for all of them.  Every row keeps its own cache slot; the
+ * products are row-independent (tf_linear), so a sentence decodes the
+ * same alone or in any batch.
+ */
+typedef struct RunState
+{
+	int			slots;			/* cache slots: sentences x beams */
+	int			T;				/* positions: the longest max_length */
+	float	   *x;				/* (rows, d) */
+	float	   *tmp;			/* (rows, d) */
+	float	   *q;				/* (rows, d) */
+	float	   *kv;				/* (rows, d) */
+	float	   *att;			/* (rows, d) */
+	float	   *out;			/* (rows, d) */
+	float	   *hb;				/* (rows, ffn) */
+	float	   *logits;			/* (rows, vocab) */
+	float	   *scores;			/* (max(T, longest source)) */
+	float	   *kcache;			/* (layers, slots, T, d) */
+	float	   *vcache;			/* (layers, slots, T, d) */
+	float	   *reorder;		/* (beams, T, d): parents' caches while beams move */
+} RunState;
+
+/* What one row of a step is: its token, cache slot and source. */
+typedef struct StepRow
+{
+	int			tok;
+	int			slot;
+	int			n_src;
+	const float *cross_k;		/* (layers, n_src, d) */
+	const float *cross_v;
+} StepRow;
+
+static inline float *
+cache_at(const RunState *s, float *cache, int d, int l, int slot)
+{
+	return cache + (((size_t) l * s->slots + slot) * s->T) * d;
+}
+
+void		tf_encode_state_alloc(const TfModel *m, int n, EncodeState *e, const SpmAlloc *a);
+void		tf_encode_with(const TfModel *m, int n, const int *ids, float *x, const EncodeState *e);
+void		tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos);
+
+/* logits.c */
+double		tf_process_logits(const TfConfig *c, const TfDecodeOptions *opt, bool beam, float *logits,
+							  const int *seq, int len, int *tmp);
+
+#endif							/* TF_MODEL_INTERNAL_H */

@@ -1,0 +1,450 @@
+/*
+ * search.c
+ *		Greedy and beam search over the decoder of model.c, one sentence or a
+ *		batch: candidates, finished hypotheses, early stopping, KV cache
+ *		reordering.  No postgres.h.  The decoding rules are those of
+ *		tools/marian_torch.py, the PyTorch reference the tests compare
+ *		against.
+ */
+#include "model.h"
+#include "model_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Cand
+{
+	double		score;
+	int			beam;
+	int			tok;
+} Cand;
+
+static int
+cand_cmp(const void *pa, const void *pb)
+{
+	const Cand *a = pa,
+			   *b = pb;
+
+	if (a->score != b->score)
+		return a->score > b->score ? -1 : 1;
+	if (a->beam != b->beam)
+		return a->beam - b->beam;
+	return a->tok - b->tok;
+}
+
+/*
+ * The k best tokens of one processed row as candidates of beam b, appended
+ * to out: score = base + logits[j] - shift.  Chosen on the floats, in the
+ * order of (-logit, token); only the winners are shifted.
+ */
+#define TOP_K_BLOCK 16
+
+static int
+top_k(int vocab, const float *logits, int k, int beam, double base, double shift, Cand *out)
+{
+	int			n = 0;
+	float		worst = -INFINITY;
+	float		best[2 * TF_MAX_BEAMS];
+	int			ids[2 * TF_MAX_BEAMS];
+
+	for (int j = 0; j < vocab; j++)
+	{
+		float		v = logits[j];
+		int			i;
+
+		/* once k are found, skip blocks with nothing better (vectorized) */
+		if (n == k && (j & (TOP_K_BLOCK - 1)) == 0 && j + TOP_K_BLOCK <= vocab)
+		{
+			int			better = 0;
+
+			for (size_t l = 0; l < TOP_K_BLOCK; l++)
+				better |= logits[j + l] > worst;
+			if (!better)
+			{
+				j += TOP_K_BLOCK - 1;
+				continue;
+			}
+		}
+		/* ties go to the lower token id, met first */
+		if (v == -INFINITY || (n == k && v <= worst))
+			continue;
+		i = n < k ? n++ : k - 1;
+		while (i > 0 && best[i - 1] < v)
+		{
+			best[i] = best[i - 1];
+			ids[i] = ids[i - 1];
+			i--;
+		}
+		best[i] = v;
+		ids[i] = j;
+		worst = best[n - 1];
+	}
+	for (int i = 0; i < n; i++)
+	{
+		out[i].score = base + ((double) best[i] - shift);
+		out[i].beam = beam;
+		out[i].tok = ids[i];
+	}
+	return n;
+}
+
+/* The search for one sentence (see tools/marian_torch.py for the rules). */
+typedef struct Search
+{
+	int			n_src;
+	int			T;				/* decoding steps: its max_length - 1 */
+	float	   *cross_k;		/* (layers, n_src, d) */
+	float	   *cross_v;
+	int			nb;				/* live beams */
+	int		   *toks;			/* (K, T + 1) live beams, start token first */
+	int		   *toks2;
+	double	   *score;			/* (K) sums of processed log-probabilities */
+	double	   *score2;
+	int		   *parent;			/* (K) */
+	/* finished hypotheses: the K best */
+	int		   *fin_toks;		/* (K, T + 1) generated tokens, EOS excluded */
+	int		   *fin_len;
+	double	   *fin_score;		/* normalized by length ** length_penalty */
+	int			nfin;
+	bool		done;
+} Search;
+
+/* Keep a finished hypothesis if it is among the K best (BeamHypotheses.add). */
+static void
+add_finished(Search *h, int K, const int *toks, int len, double score)
+{
+	int			T1 = h->T + 1;
+	int			slot = h->nfin;
+
+	if (h->nfin == K)
+	{
+		slot = 0;
+		for (int i = 1; i < K; i++)
+			if (h->fin_score[i] < h->fin_score[slot])
+				slot = i;
+		if (score <= h->fin_score[slot])
+			return;
+	}
+	else
+		h->nfin++;
+	memcpy(h->fin_toks + (size_t) slot * T1, toks, sizeof(int) * len);
+	h->fin_len[slot] = len;
+	h->fin_score[slot] = score;
+}
+
+/*
+ * One greedy step (Hugging Face's _sample without sampling): the argmax of
+ * the processed logits; EOS or the last position ends the sentence.
+ */
+static int
+greedy_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
+			int t, int *tmp)
+{
+	Cand		best;
+
+	tf_process_logits(c, opt, false, logits, h->toks, t, tmp);
+	if (top_k(c->vocab, logits, 1, 0, 0.0, 0.0, &best) == 0)
+		best.tok = 0;			/* all -inf: torch.argmax gives the first */
+	if (best.tok == c->eos_id)
+	{
+		add_finished(h, 1, h->toks + 1, t - 1, 0.0);
+		return 0;
+	}
+	h->toks[t] = best.tok;
+	h->parent[0] = 0;
+	if (t == h->T)
+	{
+		add_finished(h, 1, h->toks + 1, t, 0.0);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * One beam search step of one sentence (logits at rows[0..nb)), as
+ * Hugging Face's _beam_search: the 2K best (beam, token) candidates; EOS
+ * among the first K finishes a hypothesis (score / length ** length
+ * penalty, the length counting the generated tokens with EOS); the best K
+ * others are the new live beams; then the early-stopping rule.  Returns the
+ * new live beam count, 0 when the sentence is done.
+ */
+static int
+beam_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logits,
+		  int t, Cand *cands, Cand *top, int *tmp)
+{
+	int			K = opt->beam_size;
+	int			T1 = h->T + 1;
+	int			ncand = 0;
+	int			nnew = 0;
+	bool		last = t == h->T;
+
+	for (int b = 0; b < h->nb; b++)
+	{
+		float	   *row = logits + (size_t) b * c->vocab;
+		double		shift = tf_process_logits(c, opt, true, row, h->toks + (size_t) b * T1, t, tmp);
+
+		ncand += top_k(c->vocab, row, 2 * K, b, h->score[b], shift, cands + ncand);
+	}
+	qsort(cands, ncand, sizeof(Cand), cand_cmp);
+	if (ncand > 2 * K)
+		ncand = 2 * K;
+	memcpy(top, cands, sizeof(Cand) * ncand);
+
+	for (int r = 0; r < ncand; r++)
+	{
+		const Cand *cd = &top[r];
+		double		norm = cd->score / pow((double) t, opt->length_penalty);
+
+		if (cd->tok == c->eos_id)
+		{
+			/* once full, early_stopping=True takes no more */
+			if (r < K && !(h->nfin == K && opt->early_stopping == TF_EARLY_TRUE))
+				add_finished(h, K, h->toks + (size_t) cd->beam * T1 + 1, t - 1, norm);
+			continue;
+		}
+		if (last)
+		{
+			/* out of positions: the first K candidates finish as they are */
+			if (r < K && !(h->nfin == K && opt->early_stopping == TF_EARLY_TRUE))
+			{
+				memcpy(tmp, h->toks + (size_t) cd->beam * T1 + 1, sizeof(int) * (t - 1));
+				tmp[t - 1] = cd->tok;
+				add_finished(h, K, tmp, t, norm);
+			}
+			continue;
+		}
+		if (nnew < K)
+		{
+			memcpy(h->toks2 + (size_t) nnew * T1, h->toks + (size_t) cd->beam * T1, sizeof(int) * t);
+			h->toks2[(size_t) nnew * T1 + t] = cd->tok;
+			h->score2[nnew] = cd->score;
+			h->parent[nnew] = cd->beam;
+			nnew++;
+		}
+	}
+	if (last || nnew == 0)
+		return 0;
+	memcpy(h->toks, h->toks2, sizeof(int) * (size_t) nnew * T1);
+	memcpy(h->score, h->score2, sizeof(double) * nnew);
+
+	/* _check_early_stop_heuristic: can the best live beam still beat the worst finished? */
+	if (h->nfin == K)
+	{
+		double		worst = h->fin_score[0];
+		double		len;
+
+		for (int i = 1; i < K; i++)
+			worst = h->fin_score[i] < worst ? h->fin_score[i] : worst;
+		if (opt->early_stopping == TF_EARLY_TRUE)
+			return 0;
+		len = opt->early_stopping == TF_EARLY_NEVER && opt->length_penalty > 0.0 ?
+			opt->max_length - 1 : t;
+		if (worst >= h->score[0] / pow(len, opt->length_penalty))
+			return 0;
+	}
+	return nnew;
+}
+
+/*
+ * Give the new beams of slots first..first+nb their parents' caches (t
+ * positions).  A beam that stays in its slot keeps its cache; a parent that
+ * another beam needs and whose own slot is overwritten is saved first.
+ */
+static void
+reorder_caches(const TfModel *m, RunState *s, int first, int nb, const int *parent, int t)
+{
+	int			d = m->cfg.d_model;
+	size_t		bytes = sizeof(float) * (size_t) t * d;
+	bool		saved[TF_MAX_BEAMS];
+	bool		any = false;
+
+	/* parents are old beams, maybe beyond nb: only slots below nb are written */
+	for (int b = 0; b < TF_MAX_BEAMS; b++)
+		saved[b] = false;
+	for (int b = 0; b < nb; b++)
+		any |= parent[b] != b;
+	if (!any)
+		return;
+	for (int b = 0; b < nb; b++)
+	{
+		int			p = parent[b];
+
+		if (p != b && p < nb && parent[p] != p)
+			saved[p] = true;
+	}
+
+	for (int l = 0; l < m->cfg.dec_layers; l++)
+		for (int pass = 0; pass < 2; pass++)
+		{
+			float	   *cache = pass == 0 ? s->kcache : s->vcache;
+
+			for (int p = 0; p < nb; p++)
+				if (saved[p])
+					memcpy(s->reorder + (size_t) p * s->T * d, cache_at(s, cache, d, l, first + p), bytes);
+			for (int b = 0; b < nb; b++)
+				if (parent[b] != b)
+					memcpy(cache_at(s, cache, d, l, first + b),
+						   saved[parent[b]] ? s->reorder + (size_t) parent[b] * s->T * d :
+						   cache_at(s, cache, d, l, first + parent[b]), bytes);
+		}
+}
+
+int
+tf_translate(const TfModel *m, int n, const int *src, const TfDecodeOptions *opt,
+			 int **result, const SpmAlloc *a, void (*interrupt) (void))
+{
+	const int  *srcs[1] = {src};
+	int			nout;
+
+	tf_translate_batch(m, 1, srcs, &n, opt, result, &nout, a, interrupt);
+	return nout;
+}
+
+void
+tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int *n_src,
+				   const TfDecodeOptions *opt, int **results, int *nresults,
+				   const SpmAlloc *a, void (*interrupt) (void))
+{
+	const TfConfig *c = &m->cfg;
+	int			d = c->d_model;
+	int			K = opt[0].beam_size;
+	int			L = c->dec_layers;
+	int			maxrows = nsent * K;
+	int			longest = 0;
+	RunState	s;
+	EncodeState enc;
+	Search	   *hs = a->alloc(a->ctx, sizeof(Search) * nsent);
+	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
+	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
+	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * 2 * K);
+	int		   *tmp;
+	float	   *memory;
+
+	/* Hugging Face's max_length counts the start token: max_length - 1 steps */
+	s.slots = maxrows;
+	s.T = 1;
+	for (int i = 0; i < nsent; i++)
+	{
+		s.T = imax(s.T, opt[i].max_length - 1);
+		longest = imax(longest, n_src[i]);
+	}
+	tmp = a->alloc(a->ctx, sizeof(int) * (size_t) (s.T + 1));
+	memory = a->alloc(a->ctx, sizeof(float) * (size_t) longest * d);
+	tf_encode_state_alloc(m, longest, &enc, a);
+
+	/* each sentence's encoder, then its cross-attention K and V, once */
+	for (int i = 0; i < nsent; i++)
+	{
+		Search	   *h = &hs[i];
+		int			n = n_src[i];
+		int			T1 = imax(opt[i].max_length - 1, 1) + 1;
+
+		if (interrupt)
+			interrupt();
+		memset(h, 0, sizeof(Search));
+		h->n_src = n;
+		h->T = T1 - 1;
+		tf_encode_with(m, n, src[i], memory, &enc);
+		h->cross_k = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
+		h->cross_v = a->alloc(a->ctx, sizeof(float) * (size_t) L * n * d);
+		for (int l = 0; l < L; l++)
+		{
+			const TfAttnWeights *X = &m->w.dec[l].cross_attn;
+
+			linear(n, d, d, h->cross_k + (size_t) l * n * d, memory, X->k_w, X->k_b);
+			linear(n, d, d, h->cross_v + (size_t) l * n * d, memory, X->v_w, X->v_b);
+		}
+		h->toks = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->toks2 = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->score = a->alloc(a->ctx, sizeof(double) * K);
+		h->score2 = a->alloc(a->ctx, sizeof(double) * K);
+		h->parent = a->alloc(a->ctx, sizeof(int) * K);
+		h->fin_toks = a->alloc(a->ctx, sizeof(int) * (size_t) K * T1);
+		h->fin_len = a->alloc(a->ctx, sizeof(int) * K);
+		h->fin_score = a->alloc(a->ctx, sizeof(double) * K);
+		h->nb = 1;
+		h->toks[0] = c->decoder_start_id;
+		h->score[0] = 0.0;
+	}
+
+	s.x = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.tmp = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.q = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.kv = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.att = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.out = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
+	s.hb = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->dec_ffn);
+	s.logits = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->vocab);
+	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, longest));
+	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
+	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
+	s.reorder = a->alloc(a->ctx, sizeof(float) * (size_t) K * s.T * d);
+
+	for (int t = 1; t <= s.T; t++)
+	{
+		int			nr = 0;
+		int			row0 = 0;
+
+		if (interrupt)
+			interrupt();
+		/* the live beams of the sentences still searching, as rows */
+		for (int i = 0; i < nsent; i++)
+		{
+			Search	   *h = &hs[i];
+
+			if (h->done)
+				continue;
+			for (int b = 0; b < h->nb; b++)
+			{
+				StepRow    *r = &rows[nr++];
+
+				r->tok = h->toks[(size_t) b * (h->T + 1) + t - 1];
+				r->slot = i * K + b;
+				r->n_src = h->n_src;
+				r->cross_k = h->cross_k;
+				r->cross_v = h->cross_v;
+			}
+		}
+		if (nr == 0)
+			break;
+		tf_decoder_step(m, &s, nr, rows, t - 1);
+
+		for (int i = 0; i < nsent; i++)
+		{
+			Search	   *h = &hs[i];
+			int			nb = h->nb;
+			int			nnew;
+
+			if (h->done)
+				continue;
+			if (K == 1)
+				nnew = greedy_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, tmp);
+			else
+				nnew = beam_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, cands, top, tmp);
+			row0 += nb;
+			if (nnew == 0)
+			{
+				h->done = true;
+				continue;
+			}
+			if (K > 1)
+				reorder_caches(m, &s, i * K, nnew, h->parent, t);
+			h->nb = nnew;
+		}
+	}
+
+	for (int i = 0; i < nsent; i++)
+	{
+		Search	   *h = &hs[i];
+		int			best = 0;
+
+		for (int j = 1; j < h->nfin; j++)
+			if (h->fin_score[j] > h->fin_score[best])
+				best = j;
+		nresults[i] = h->nfin > 0 ? h->fin_len[best] : 0;
+		results[i] = a->alloc(a->ctx, sizeof(int) * (size_t) (nresults[i] + 1));
+		if (nresults[i] > 0)
+			memcpy(results[i], h->fin_toks + (size_t) best * (h->T + 1), sizeof(int) * nresults[i]);
+	}
+}
