@@ -28,6 +28,8 @@ OBJS = \
 	src/core/search.o \
 	src/core/logits.o \
 	src/pg/model_store.o \
+	src/pg/model_config.o \
+	src/pg/model_pack.o \
 	src/pg/translate.o \
 	src/pg/decode_workspace.o \
 	src/core/safetensors.o \

@@ -1,0 +1,292 @@
+/*
+ * model_config.c
+ *		A model's configuration: config.json into a TfConfig, and
+ *		generation_config.json (with config.json's defaults) into a
+ *		ModelGeneration, both checked.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "model_store.h"
+
+/* Limits far beyond real checkpoints, so that sizes are checked early. */
+#define MAX_DIM 65536
+#define MAX_LAYERS 256
+#define MAX_VOCAB 10000000
+#define MAX_POSITIONS 65536
+
+/* ------------------------------------------------------------- config */
+
+static JsonbValue *
+config_get(Jsonb *config, const char *key)
+{
+	return getKeyJsonValueFromContainer(&config->root, key, strlen(key), NULL);
+}
+
+static int
+config_int(Jsonb *config, const char *key, bool required, int dflt, int min, int max)
+{
+	JsonbValue *v = config_get(config, key);
+	char	   *s;
+	char	   *end;
+	long		n;
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model configuration lacks \"%s\"", key)));
+		return dflt;
+	}
+	if (v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a number", key)));
+	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	n = strtol(s, &end, 10);
+	if (*end != '\0' || n < min || n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" is %s", key, s),
+				 errdetail("It must be an integer from %d to %d.", min, max)));
+	return (int) n;
+}
+
+static bool
+config_bool(Jsonb *config, const char *key, bool dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return dflt;
+	if (v->type != jbvBool)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be true or false", key)));
+	return v->val.boolean;
+}
+
+static char *
+config_string(Jsonb *config, const char *key, const char *dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return (char *) dflt;
+	if (v->type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a string", key)));
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static double
+config_double(Jsonb *config, const char *key, double dflt)
+{
+	JsonbValue *v = config_get(config, key);
+
+	if (v == NULL || v->type == jbvNull)
+		return dflt;
+	if (v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"%s\" must be a number", key)));
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+}
+
+void
+ParseModelConfig(Jsonb *config, TfConfig *c)
+{
+	char	   *act;
+	char	   *pos;
+
+	if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration must be a JSON object")));
+
+	memset(c, 0, sizeof(*c));
+	c->d_model = config_int(config, "d_model", true, 0, 2, MAX_DIM);
+	c->vocab = config_int(config, "vocab_size", true, 0, 2, MAX_VOCAB);
+	c->enc_layers = config_int(config, "encoder_layers", true, 0, 0, MAX_LAYERS);
+	c->dec_layers = config_int(config, "decoder_layers", true, 0, 1, MAX_LAYERS);
+	c->enc_heads = config_int(config, "encoder_attention_heads", true, 0, 1, MAX_DIM);
+	c->dec_heads = config_int(config, "decoder_attention_heads", true, 0, 1, MAX_DIM);
+	c->enc_ffn = config_int(config, "encoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
+	c->dec_ffn = config_int(config, "decoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
+	c->max_pos = config_int(config, "max_position_embeddings", true, 0, 1, MAX_POSITIONS);
+	c->pad_id = config_int(config, "pad_token_id", true, 0, 0, c->vocab - 1);
+	c->eos_id = config_int(config, "eos_token_id", true, 0, 0, c->vocab - 1);
+	c->decoder_start_id = config_int(config, "decoder_start_token_id", false, c->pad_id, 0, c->vocab - 1);
+	c->pre_norm = config_bool(config, "normalize_before", false);
+	c->final_norm = config_bool(config, "add_final_layer_norm", false);
+	c->scale_embedding = config_bool(config, "scale_embedding", false);
+	c->ln_eps = 1e-5f;
+
+	if (c->d_model % c->enc_heads != 0 || c->d_model % c->dec_heads != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration: attention heads must divide d_model"),
+				 errdetail("d_model is %d, with %d encoder and %d decoder heads.",
+						   c->d_model, c->enc_heads, c->dec_heads)));
+
+	act = config_string(config, "activation_function", "gelu");	/* MarianConfig's default */
+	if (strcmp(act, "relu") == 0)
+		c->activation = TF_ACT_RELU;
+	else if (strcmp(act, "gelu") == 0)
+		c->activation = TF_ACT_GELU;
+	else if (strcmp(act, "swish") == 0 || strcmp(act, "silu") == 0)
+		c->activation = TF_ACT_SWISH;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("activation function \"%s\" is not supported", act),
+				 errhint("Supported are relu, gelu and swish (silu).")));
+
+	/* Marian's static positions, unless the configuration says otherwise */
+	pos = config_string(config, "position_embedding",
+						config_bool(config, "static_position_embeddings", true) ?
+						"sinusoidal_half" : "learned");
+	if (strcmp(pos, "sinusoidal_half") == 0)
+		c->positions = TF_POS_SINUSOIDAL_HALF;
+	else if (strcmp(pos, "sinusoidal_interleaved") == 0)
+		c->positions = TF_POS_SINUSOIDAL_INTERLEAVED;
+	else if (strcmp(pos, "learned") == 0)
+		c->positions = TF_POS_LEARNED;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("position embedding \"%s\" is not supported", pos),
+				 errhint("Supported are sinusoidal_half (Marian), sinusoidal_interleaved (the paper) and learned.")));
+}
+
+/* -------------------------------------------------------- generation */
+
+static void
+bad_generation(const char *key, const char *detail) pg_attribute_noreturn();
+
+static void
+bad_generation(const char *key, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("generation configuration \"%s\" is invalid", key),
+			 errdetail("%s", detail)));
+}
+
+/* bad_words_ids: a list of non-empty lists of token ids */
+static void
+parse_bad_words(JsonbValue *v, const TfConfig *c, ModelGeneration *g, MemoryContext cxt)
+{
+	JsonbContainer *list;
+	int			n;
+	int			total = 0;
+
+	g->nbad = 0;
+	g->bad_off = MemoryContextAllocZero(cxt, sizeof(int));
+	g->bad_ids = NULL;
+	if (v == NULL || v->type == jbvNull)
+		return;
+	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		bad_generation("bad_words_ids", "It must be a list of lists of token ids.");
+	list = v->val.binary.data;
+	n = JsonContainerSize(list);
+	for (int w = 0; w < n; w++)
+	{
+		JsonbValue *seq = getIthJsonbValueFromContainer(list, w);
+
+		if (seq == NULL || seq->type != jbvBinary || !JsonContainerIsArray(seq->val.binary.data) ||
+			JsonContainerSize(seq->val.binary.data) == 0)
+			bad_generation("bad_words_ids", "It must be a list of non-empty lists of token ids.");
+		total += JsonContainerSize(seq->val.binary.data);
+	}
+	g->bad_off = MemoryContextAllocZero(cxt, sizeof(int) * (n + 1));
+	g->bad_ids = MemoryContextAllocZero(cxt, sizeof(int) * (total + 1));
+	total = 0;
+	for (int w = 0; w < n; w++)
+	{
+		JsonbContainer *seq = getIthJsonbValueFromContainer(list, w)->val.binary.data;
+
+		for (int k = 0; k < (int) JsonContainerSize(seq); k++)
+		{
+			JsonbValue *id = getIthJsonbValueFromContainer(seq, k);
+			char	   *str;
+			char	   *end;
+			long		val;
+
+			if (id == NULL || id->type != jbvNumeric)
+				bad_generation("bad_words_ids", "Its token ids must be integers.");
+			str = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(id->val.numeric)));
+			val = strtol(str, &end, 10);
+			if (*end != '\0' || val < 0 || val >= c->vocab)
+				bad_generation("bad_words_ids", psprintf("The token id %s is outside the vocabulary of %d.", str, c->vocab));
+			g->bad_ids[total++] = (int) val;
+		}
+		/* NoBadWordsLogitsProcessor drops [eos] */
+		if (total - g->bad_off[g->nbad] == 1 && g->bad_ids[total - 1] == c->eos_id)
+			total--;
+		else
+			g->nbad++;
+		g->bad_off[g->nbad] = total;
+	}
+}
+
+void
+ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *c, ModelGeneration *g,
+					  MemoryContext cxt)
+{
+	Jsonb	   *src = generation ? generation : config;
+	JsonbValue *v;
+
+	if (generation != NULL && (!JB_ROOT_IS_OBJECT(generation) || JB_ROOT_IS_SCALAR(generation)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("generation configuration must be a JSON object")));
+	/* the token ids, where the generation config names them */
+	if (generation != NULL)
+	{
+		c->decoder_start_id = config_int(generation, "decoder_start_token_id", false, c->decoder_start_id, 0, c->vocab - 1);
+		c->eos_id = config_int(generation, "eos_token_id", false, c->eos_id, 0, c->vocab - 1);
+	}
+	g->num_beams = config_int(src, "num_beams", false, 1, 1, TF_MAX_BEAMS);
+	g->length_penalty = config_double(src, "length_penalty", 1.0);
+	if (!isfinite(g->length_penalty))
+		bad_generation("length_penalty", "It must be finite.");
+	v = config_get(src, "early_stopping");
+	if (v == NULL || v->type == jbvNull)
+		g->early_stopping = TF_EARLY_FALSE;
+	else if (v->type == jbvBool)
+		g->early_stopping = v->val.boolean ? TF_EARLY_TRUE : TF_EARLY_FALSE;
+	else if (v->type == jbvString && v->val.string.len == 5 && memcmp(v->val.string.val, "never", 5) == 0)
+		g->early_stopping = TF_EARLY_NEVER;
+	else
+		bad_generation("early_stopping", "It must be true, false or \"never\".");
+	/*
+	 * GenerationConfig's default is 20, which _prepare_generated_length
+	 * grows by the decoder's input (1) within the positions; beyond the
+	 * model's positions nothing can be decoded.
+	 */
+	g->max_length = config_int(src, "max_length", false, 20, 1, INT_MAX);
+	if (g->max_length == 20)
+		g->max_length = Min(21, c->max_pos);
+	g->max_length = Min(g->max_length, c->max_pos + 1);
+	g->max_new_tokens = config_int(src, "max_new_tokens", false, -1, 1, INT_MAX);
+	g->min_length = config_int(src, "min_length", false, 0, 0, INT_MAX);
+	g->no_repeat_ngram_size = config_int(src, "no_repeat_ngram_size", false, 0, 0, INT_MAX);
+	g->repetition_penalty = config_double(src, "repetition_penalty", 1.0);
+	if (!isfinite(g->repetition_penalty) || g->repetition_penalty <= 0)
+		bad_generation("repetition_penalty", "It must be a positive number.");
+	/* MarianConfig's default forced_eos_token_id is 0; GenerationConfig's is none */
+	v = config_get(src, "forced_eos_token_id");
+	g->forced_eos_id = v != NULL && v->type == jbvNull ? -1 :
+		config_int(src, "forced_eos_token_id", false, generation ? -1 : 0, 0, c->vocab - 1);
+	g->renormalize = config_bool(src, "renormalize_logits", false);
+	parse_bad_words(config_get(src, "bad_words_ids"), c, g, cxt);
+}

@@ -1,0 +1,413 @@
+/*
+ * model_pack.c
+ *		A model's stored tensors: each checked (dtype, shape, size, finite
+ *		values), then packed into the weights arena of a TfModel.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "common/int.h"
+#include "miscadmin.h"
+
+#include "model_store.h"
+
+/* Limits far beyond real checkpoints, so that sizes are checked early. */
+#define MAX_WEIGHT_BYTES ((Size) 16 * 1024 * 1024 * 1024)
+
+/* ------------------------------------------------------------ weights */
+
+typedef struct WeightBuilder
+{
+	TfModel    *m;
+	StoredTensor *tensors;
+	int			ntensors;
+	bool	   *used;
+	char	   *arena;
+	Size		arena_bytes;
+	Size		next;
+	bool		from_tables;	/* loading stored rows (not checking files to import) */
+} WeightBuilder;
+
+/* every tensor in the arena starts on a cache line */
+#define ARENA_ALIGN 64
+
+static StoredTensor *
+find_tensor(WeightBuilder *wb, const char *name, int *index)
+{
+	for (int i = 0; i < wb->ntensors; i++)
+		if (strcmp(wb->tensors[i].name, name) == 0)
+		{
+			*index = i;
+			return &wb->tensors[i];
+		}
+	return NULL;
+}
+
+static char *
+shape_string(int ndim, const int64 *shape)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '(');
+	for (int i = 0; i < ndim; i++)
+		appendStringInfo(&s, i ? ", " INT64_FORMAT : INT64_FORMAT, shape[i]);
+	appendStringInfoChar(&s, ')');
+	return s.data;
+}
+
+TfDType
+StoredDType(const StoredTensor *t)
+{
+	if (strcmp(t->dtype, "F16") == 0)
+		return TF_F16;
+	if (strcmp(t->dtype, "BF16") == 0)
+		return TF_BF16;
+	if (strcmp(t->dtype, "I8") == 0)
+		return TF_I8;
+	return TF_F32;
+}
+
+/* Kept in its stored dtype (a matrix) or converted to fp32 (a vector)? */
+static bool
+kept_as_stored(const StoredTensor *t)
+{
+	return t->ndim == 2 && t->shape[0] > 1 && strstr(t->name, "embed_positions") == NULL;
+}
+
+static void *
+arena_take(WeightBuilder *wb, Size bytes, const char *what)
+{
+	void	   *p;
+
+	if (wb->next + bytes > wb->arena_bytes)
+		elog(ERROR, "weight arena overflow at \"%s\"", what);
+	p = wb->arena + wb->next;
+	wb->next += TYPEALIGN(ARENA_ALIGN, bytes);
+	return p;
+}
+
+/*
+ * The stored tensor `name`, checked against the shape (d0[, d1]); NULL if
+ * it is absent and optional.  A (1, n) tensor is accepted for (n).
+ */
+static StoredTensor *
+checked_tensor(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	int			idx;
+	StoredTensor *t = find_tensor(wb, name, &idx);
+	int64		want[2] = {d0, d1};
+	int			wdim = d1 > 0 ? 2 : 1;
+	bool		ok;
+
+	if (t == NULL)
+	{
+		/* stored rows missing (a dump restored without them, say): damaged, and how to mend it */
+		if (required && wb->from_tables)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model lacks the tensor \"%s\"", name),
+					 errdetail("The configuration requires it, with the shape %s; transformer_tensors holds %d rows of the model.",
+							   shape_string(wdim, want), wb->ntensors),
+					 errhint("Restore the model's rows of transformer_tensors (pg_dump includes them; "
+							 "pg_restore --data-only --table=transformer_tensors), or import the model again.")));
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model lacks the tensor \"%s\"", name),
+					 errdetail("The configuration requires it, with the shape %s.", shape_string(wdim, want))));
+		return NULL;
+	}
+	ok = (t->ndim == wdim && t->shape[0] == d0 && (wdim == 1 || t->shape[1] == d1)) ||
+		(wdim == 1 && t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == d0);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tensor \"%s\" has the shape %s, but the configuration requires %s",
+						name, shape_string(t->ndim, t->shape), shape_string(wdim, want))));
+	wb->used[idx] = true;
+	return t;
+}
+
+static void
+not_finite(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("tensor \"%s\" contains NaN or infinity", name)));
+}
+
+/* The tensor `name` of shape (d0[, d1]) as fp32 in the arena (see checked_tensor). */
+static const float *
+weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	StoredTensor *t = checked_tensor(wb, name, required, d0, d1);
+	int64		numel = d1 > 0 ? d0 * d1 : d0;
+	float	   *out;
+
+	if (t == NULL)
+		return NULL;
+	if (StoredDType(t) == TF_I8)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tensor \"%s\" is int8, but only weight matrices may be", name),
+				 errdetail("Biases, norms, positions and scales are F32, F16 or BF16.")));
+	CHECK_FOR_INTERRUPTS();
+	out = arena_take(wb, sizeof(float) * numel, name);
+	tf_to_float(numel, out, t->data, StoredDType(t));
+	for (int64 i = 0; i < numel; i++)
+		if (!isfinite(out[i]))
+			not_finite(name);
+	return out;
+}
+
+/*
+ * The matrix `name` (d0, d1), packed into the arena in its stored dtype;
+ * data NULL if it is absent and optional.
+ */
+static TfMatrix
+matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
+{
+	StoredTensor *t = checked_tensor(wb, name, required, d0, d1);
+	TfMatrix	mat = {NULL, TF_F32};
+	Size		numel = (Size) d0 * d1;
+
+	if (t == NULL)
+		return mat;
+	CHECK_FOR_INTERRUPTS();
+	mat.dtype = StoredDType(t);
+	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
+	if (mat.dtype == TF_I8)
+	{
+		/* int8 rows and their scales, "<name>_scale" (d0) */
+		char	   *scale_name = psprintf("%s_scale", name);
+		int			idx;
+		const float *scale;
+
+		if (find_tensor(wb, scale_name, &idx) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("int8 matrix \"%s\" has no scales", name),
+					 errdetail("Its scales, one per row, are the F32 tensor \"%s\" of shape (%lld).",
+							   scale_name, (long long) d0)));
+		scale = weight(wb, scale_name, true, d0, 0);
+
+		if (d1 > TF_INT8_MAX_IN)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("int8 matrix \"%s\" has %lld input columns; at most %d are supported",
+							name, (long long) d1, TF_INT8_MAX_IN)));
+		for (int64 i = 0; i < d0; i++)
+			if (scale[i] < 0.0f)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("tensor \"%s_scale\" has a negative scale", name)));
+		tf_pack_int8(d0, d1, (void *) mat.data, (const int8_t *) t->data, scale);
+		return mat;
+	}
+	tf_pack_panels(d0, d1, (void *) mat.data, t->data, mat.dtype);
+	/* checked in the arena, aligned (the padding is zeros) */
+	numel = tf_packed_size(d0, d1, mat.dtype) / tf_dtype_size(mat.dtype);
+	if (mat.dtype == TF_F32)
+	{
+		const float *f = mat.data;
+
+		for (Size i = 0; i < numel; i++)
+			if (!isfinite(f[i]))
+				not_finite(name);
+	}
+	else
+	{
+		/* all exponent bits set: infinity or NaN */
+		uint16		mask = mat.dtype == TF_F16 ? 0x7c00 : 0x7f80;
+		const uint16 *h = mat.data;
+
+		for (Size i = 0; i < numel; i++)
+			if ((h[i] & mask) == mask)
+				not_finite(name);
+	}
+	return mat;
+}
+
+/* weight() and matrix() of a required tensor with a printf-style name */
+#define NAMED(wb, d0, d1, ...) weight(wb, psprintf(__VA_ARGS__), true, d0, d1)
+#define NAMED_MATRIX(wb, d0, d1, ...) matrix(wb, psprintf(__VA_ARGS__), true, d0, d1)
+
+static void
+attn_weights(WeightBuilder *wb, TfAttnWeights *A, const char *layer, const char *attn,
+			 const char *norm, int d)
+{
+	A->q_w = NAMED_MATRIX(wb, d, d, "%s.%s.q_proj.weight", layer, attn);
+	A->q_b = NAMED(wb, d, 0, "%s.%s.q_proj.bias", layer, attn);
+	A->k_w = NAMED_MATRIX(wb, d, d, "%s.%s.k_proj.weight", layer, attn);
+	A->k_b = NAMED(wb, d, 0, "%s.%s.k_proj.bias", layer, attn);
+	A->v_w = NAMED_MATRIX(wb, d, d, "%s.%s.v_proj.weight", layer, attn);
+	A->v_b = NAMED(wb, d, 0, "%s.%s.v_proj.bias", layer, attn);
+	A->o_w = NAMED_MATRIX(wb, d, d, "%s.%s.out_proj.weight", layer, attn);
+	A->o_b = NAMED(wb, d, 0, "%s.%s.out_proj.bias", layer, attn);
+	A->ln_g = NAMED(wb, d, 0, "%s.%s.weight", layer, norm);
+	A->ln_b = NAMED(wb, d, 0, "%s.%s.bias", layer, norm);
+}
+
+static void
+layer_weights(WeightBuilder *wb, TfLayerWeights *L, const char *stack, int i, bool decoder)
+{
+	const TfConfig *c = &wb->m->cfg;
+	int			d = c->d_model;
+	int			ffn = decoder ? c->dec_ffn : c->enc_ffn;
+	char	   *layer = psprintf("model.%s.layers.%d", stack, i);
+
+	attn_weights(wb, &L->self_attn, layer, "self_attn", "self_attn_layer_norm", d);
+	if (decoder)
+		attn_weights(wb, &L->cross_attn, layer, "encoder_attn", "encoder_attn_layer_norm", d);
+	L->fc1_w = NAMED_MATRIX(wb, ffn, d, "%s.fc1.weight", layer);
+	L->fc1_b = NAMED(wb, ffn, 0, "%s.fc1.bias", layer);
+	L->fc2_w = NAMED_MATRIX(wb, d, ffn, "%s.fc2.weight", layer);
+	L->fc2_b = NAMED(wb, d, 0, "%s.fc2.bias", layer);
+	L->ln_g = NAMED(wb, d, 0, "%s.final_layer_norm.weight", layer);
+	L->ln_b = NAMED(wb, d, 0, "%s.final_layer_norm.bias", layer);
+}
+
+static const float *
+positions(WeightBuilder *wb, const char *name)
+{
+	const TfConfig *c = &wb->m->cfg;
+	const float *p = weight(wb, name, c->positions == TF_POS_LEARNED, c->max_pos, c->d_model);
+	float	   *table;
+
+	if (p != NULL)
+		return p;
+	table = arena_take(wb, sizeof(float) * c->max_pos * c->d_model, name);
+	tf_sinusoidal_positions(c->max_pos, c->d_model, c->positions, table);
+	return table;
+}
+
+Size
+BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+				  const char **arena)
+{
+	TfConfig   *c = &m->cfg;
+	int			d = c->d_model;
+	WeightBuilder wb;
+	double		bytes = 2.0 * (sizeof(float) * c->max_pos * d + ARENA_ALIGN);	/* computed positions */
+	TfMatrix	shared;
+
+	/* size the arena: matrices as stored, vectors as fp32, aligned */
+	for (int i = 0; i < ntensors; i++)
+	{
+		double		numel = 1;
+
+		for (int k = 0; k < tensors[i].ndim; k++)
+			numel *= (double) tensors[i].shape[k];
+		if (kept_as_stored(&tensors[i]))
+			bytes += (double) tf_packed_size(tensors[i].shape[0], tensors[i].shape[1],
+											 StoredDType(&tensors[i])) + ARENA_ALIGN;
+		else
+			bytes += numel * sizeof(float) + ARENA_ALIGN;
+	}
+	if (bytes > (double) MAX_WEIGHT_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("model is too large"),
+				 errdetail("Its weights need %.0f bytes; the limit is %zu.",
+						   bytes, (size_t) MAX_WEIGHT_BYTES)));
+
+	memset(&wb, 0, sizeof(wb));
+	wb.m = m;
+	wb.from_tables = arena != NULL;
+	wb.tensors = tensors;
+	wb.ntensors = ntensors;
+	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
+	wb.arena_bytes = (Size) bytes;
+	/* zeroed: the padding between weights goes into the shared file, which is then the same whoever builds it */
+	wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
+
+	/* token embeddings: shared, unless the checkpoint unties them */
+	shared = matrix(&wb, "model.shared.weight", false, c->vocab, d);
+	m->w.enc_embed = matrix(&wb, "model.encoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
+	if (m->w.enc_embed.data == NULL)
+		m->w.enc_embed = shared;
+	m->w.dec_embed = matrix(&wb, "model.decoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
+	if (m->w.dec_embed.data == NULL)
+		m->w.dec_embed = shared;
+	/* lm_head is tied to the decoder embeddings when safetensors omits it */
+	m->w.lm_head = matrix(&wb, "lm_head.weight", false, c->vocab, d);
+	if (m->w.lm_head.data == NULL)
+		m->w.lm_head = m->w.dec_embed;
+	m->w.logits_bias = weight(&wb, "final_logits_bias", false, c->vocab, 0);
+
+	m->w.enc_pos = positions(&wb, "model.encoder.embed_positions.weight");
+	m->w.dec_pos = positions(&wb, "model.decoder.embed_positions.weight");
+
+	m->w.enc = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights) * (c->enc_layers + 1));
+	m->w.dec = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights) * (c->dec_layers + 1));
+	for (int i = 0; i < c->enc_layers; i++)
+		layer_weights(&wb, &m->w.enc[i], "encoder", i, false);
+	for (int i = 0; i < c->dec_layers; i++)
+		layer_weights(&wb, &m->w.dec[i], "decoder", i, true);
+
+	if (c->final_norm)
+	{
+		m->w.enc_norm_g = weight(&wb, "model.encoder.layer_norm.weight", true, d, 0);
+		m->w.enc_norm_b = weight(&wb, "model.encoder.layer_norm.bias", true, d, 0);
+		m->w.dec_norm_g = weight(&wb, "model.decoder.layer_norm.weight", true, d, 0);
+		m->w.dec_norm_b = weight(&wb, "model.decoder.layer_norm.bias", true, d, 0);
+	}
+
+	for (int i = 0; i < ntensors; i++)
+		if (!wb.used[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model has the unexpected tensor \"%s\"", tensors[i].name),
+					 errdetail("The configuration (layers, final norms, positions) has no place for it.")));
+	if (arena)
+		*arena = wb.arena;
+	return wb.next;
+}
+
+
+/* Bytes per element of a stored dtype; 0 if unknown. */
+static int
+dtype_size(const char *dtype)
+{
+	if (strcmp(dtype, "F32") == 0)
+		return 4;
+	if (strcmp(dtype, "F16") == 0 || strcmp(dtype, "BF16") == 0)
+		return 2;
+	if (strcmp(dtype, "I8") == 0)
+		return 1;
+	return 0;
+}
+
+const char *
+TensorDefect(const StoredTensor *t)
+{
+	int			esize = dtype_size(t->dtype);
+	int64		numel = 1;
+	int64		need;
+
+	if (esize == 0)
+		return psprintf("Tensor \"%s\" has the dtype \"%s\"; supported are F32, F16, BF16 and I8.",
+						t->name, t->dtype);
+	if (t->ndim < 0 || t->ndim > MAX_TENSOR_DIMS)
+		return psprintf("Tensor \"%s\" has %d dimensions; at most %d are supported.",
+						t->name, t->ndim, MAX_TENSOR_DIMS);
+	for (int k = 0; k < t->ndim; k++)
+		if (t->shape[k] < 0 || t->shape[k] > PG_INT32_MAX ||
+			pg_mul_s64_overflow(numel, t->shape[k], &numel))
+			return psprintf("Tensor \"%s\" has the shape %s, with a negative or too large dimension.",
+							t->name, shape_string(t->ndim, t->shape));
+	if (pg_mul_s64_overflow(numel, esize, &need) || (uint64) need != (uint64) t->nbytes)
+		return psprintf("Tensor \"%s\" has %zu bytes of data, but its shape %s in %s needs %s.",
+						t->name, (size_t) t->nbytes, shape_string(t->ndim, t->shape), t->dtype,
+						need >= 0 ? psprintf(INT64_FORMAT, need) : "more than fit in memory");
+	return NULL;
+}
+
+bool
+IsWeightMatrix(const StoredTensor *t)
+{
+	return kept_as_stored(t);
+}
