@@ -55,9 +55,6 @@ DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
-	cp $< $@
-
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
@@ -69,6 +66,11 @@ SHLIB_LINK = -lopenblas -licuuc -lm
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# the install script of the default version, from the one SQL source (after
+# PGXS's include: the first rule is make's default goal, and that is "all")
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
 
 # Bundled models, installed for import_model(name)
 BUNDLED_MODELS = multi30k_de_en
