@@ -195,6 +195,9 @@ class Suite:
             if name:
                 return ["env", "PATHOLOGICAL_ONLY=" + name, "make", "-s", "pathological"]
             return ["make", "-s", "pathological"]
+        if kind == "make":
+            # make:TARGET, a check of the source tree (check-core, check-cycles)
+            return ["make", "-s", name]
         if kind == "regress":
             return ["make", "-s", "installcheck", "REGRESS=" + name]
         if kind == "tap":
