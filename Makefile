@@ -34,6 +34,7 @@ OBJS = \
 	src/pg/decode_workspace.o \
 	src/core/safetensors.o \
 	src/pg/model_files.o \
+	src/pg/model_export.o \
 	src/pg/sql_model.o \
 	src/pg/sql_quantize.o \
 	src/core/segment.o \

@@ -1,0 +1,216 @@
+/*
+ * model_export.c
+ *		export_model(): a model's files written back into a server
+ *		directory, byte for byte as imported (model_files.c reads them).
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+#include "ext_tables.h"
+#include "model_store.h"
+#include "pg_arrays.h"
+#include "safetensors.h"
+#include "server_files.h"
+#include "translate.h"
+#include "tokenizer_share.h"
+#include "weight_cache.h"
+
+static void
+WriteFile(const char *dir, const char *file, const char *data, Size len, bool append)
+{
+	char	   *path = psprintf("%s/%s", dir, file);
+	FILE	   *f;
+	mode_t		oumask;
+
+	/* as COPY TO: files readable by others, never writable by them */
+	oumask = umask(S_IWGRP | S_IWOTH);
+	PG_TRY();
+	{
+		f = AllocateFile(path, append ? PG_BINARY_A : PG_BINARY_W);
+	}
+	PG_FINALLY();
+	{
+		umask(oumask);
+	}
+	PG_END_TRY();
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\" for writing: %m", path)));
+	if (len > 0 && fwrite(data, 1, len, f) != len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", path)));
+	if (FreeFile(f) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", path)));
+}
+
+static bytea *
+spi_bytea(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a stored file of the model is null")));
+	return DatumGetByteaPP(d);
+}
+
+/*
+ * export_model()'s directory, as COPY TO takes a file name: an absolute
+ * path, and (canonicalized, symbolic links resolved as far as the path
+ * exists) never inside the data directory.
+ */
+static char *
+CheckExportDirectory(const char *dir)
+{
+	char	   *path = pstrdup(dir);
+	char		real[PATH_MAX];	/* realpath() writes up to PATH_MAX */
+	char	   *parent;
+
+	if (!is_absolute_path(path))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("relative path not allowed for export_model"),
+				 errhint("Give an absolute directory path on the server.")));
+	canonicalize_path(path);
+	/* the deepest part of the path that exists, with links resolved */
+	parent = pstrdup(path);
+	while (realpath(parent, real) == NULL)
+	{
+		if (strcmp(parent, "/") == 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not resolve path \"%s\": %m", path)));
+		get_parent_directory(parent);
+		if (parent[0] == '\0')
+			strcpy(parent, "/");
+	}
+	if (path_is_prefix_of_path(DataDir, path) || path_is_prefix_of_path(DataDir, real) ||
+		strcmp(DataDir, path) == 0 || strcmp(DataDir, real) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot export a model into the data directory"),
+				 errdetail("\"%s\" is inside \"%s\".", path, DataDir)));
+	return path;
+}
+
+PG_FUNCTION_INFO_V1(export_model);
+Datum
+export_model(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *dir;
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+	bytea	   *b;
+	int			n;
+	int			level;
+
+	if (!superuser() && !has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to write server files"),
+				 errdetail("Only superusers and roles with the privileges of pg_write_server_files may write files on the server.")));
+	dir = CheckExportDirectory(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+
+	level = ExtSpiConnect();
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model, %s "
+								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
+								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ModelsHaveGenerationConfig() ? "m.generation_config_json, m.source_lang, m.target_lang" :
+								   "NULL::bytea, NULL::text, NULL::text",
+								   ExtensionTableName("transformer_models"),
+								   ExtensionTableName("transformer_tokenizers"),
+								   ExtensionTableName("transformer_tokenizers")),
+						  1, types, args, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	/* readable by all, as the files in it (COPY TO's files are): not the data directory's 0700 */
+	if (mkdir(dir, S_IRWXU | S_IRGRP | S_IXGRP | S_IROTH | S_IXOTH) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", dir)));
+	b = spi_bytea(0, 1);
+	WriteFile(dir, "config.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 2);
+	WriteFile(dir, "vocab.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 4);
+	WriteFile(dir, "source.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	b = spi_bytea(0, 5);
+	WriteFile(dir, "target.spm", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	{
+		bool		isnull;
+		Datum		g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
+
+		bool		null_src,
+					null_tgt;
+		Datum		src = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7, &null_src);
+		Datum		tgt = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 8, &null_tgt);
+
+		if (!isnull)
+			WriteFile(dir, "generation_config.json", VARDATA_ANY(DatumGetByteaPP(g)),
+					  VARSIZE_ANY_EXHDR(DatumGetByteaPP(g)), false);
+		/* the languages, as import_model() reads them */
+		if (!null_src || !null_tgt)
+		{
+			StringInfoData j;
+
+			initStringInfo(&j);
+			appendStringInfoString(&j, "{\n  \"source_lang\": ");
+			if (null_src)
+				appendStringInfoString(&j, "null");
+			else
+				escape_json(&j, TextDatumGetCString(src));
+			appendStringInfoString(&j, ",\n  \"target_lang\": ");
+			if (null_tgt)
+				appendStringInfoString(&j, "null");
+			else
+				escape_json(&j, TextDatumGetCString(tgt));
+			appendStringInfoString(&j, "\n}\n");
+			WriteFile(dir, "tokenizer_config.json", j.data, j.len, false);
+		}
+	}
+	b = spi_bytea(0, 3);
+	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+
+	/* the tensors' bytes in file order, where the header put them */
+	SPI_execute_with_args(psprintf("SELECT data FROM %s WHERE model = $1 ORDER BY data_offset",
+								   ExtensionTableName("transformer_tensors")),
+						  1, types, args, NULL, true, 0);
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		b = spi_bytea(i, 1);
+		WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), true);
+	}
+	ExtSpiFinish(level);
+	PG_RETURN_INT32(n);
+}
+
