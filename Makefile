@@ -45,6 +45,7 @@ OBJS = \
 	src/core/xml_text.o \
 	src/core/weight_file.o \
 	src/pg/weight_cache.o \
+	src/pg/weight_files.o \
 	src/pg/input_limit.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the

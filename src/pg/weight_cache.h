@@ -63,6 +63,10 @@ extern uint64 TokenizerFingerprint(const char *name, const char *row);
  * The shared files' machinery, for tokenizer_share.c: names, the build
  * tag, writing, removing and sweeping.
  */
+/* this cluster's system identifier, in every file name and fingerprint; and as "<id>_" */
+extern uint64 SharedFileClusterId(void);
+extern char *SharedFileClusterPrefix(void);
+
 #define FILE_SUFFIX ".tfw"
 #define TEMP_PREFIX "tmp."
 #define TOK_PREFIX "tok_"
