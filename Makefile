@@ -40,6 +40,7 @@ OBJS = \
 	src/core/segment.o \
 	src/pg/sql_document.o \
 	src/core/metrics.o \
+	src/core/tokenize_13a.o \
 	src/pg/sql_metrics.o \
 	src/pg/sql_pictures.o \
 	src/core/xml_text.o \
@@ -90,7 +91,7 @@ install-models:
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/attention.c src/core/online_softmax.c \
-	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c \
+	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc/core
@@ -108,7 +109,7 @@ unittest: test/unit/test_core
 
 # The text passes (segmentation, 13a, SentencePiece) on pathological shapes of
 # 1 to 16 MB: time per byte, growth with size, longest wait for the interrupt hook
-PATHO_SRC = src/core/segment.c src/core/metrics.c src/core/spm_model.c src/core/protobuf.c src/core/spm_normalize.c \
+PATHO_SRC = src/core/segment.c src/core/metrics.c src/core/tokenize_13a.c src/core/spm_model.c src/core/protobuf.c src/core/spm_normalize.c \
 	src/core/spm_encode.c src/core/spm_decode.c
 test/fuzz/pathological: test/fuzz/pathological.c test/fuzz/fuzz_arena.h $(PATHO_SRC) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/fuzz/pathological.c $(PATHO_SRC) -licuuc -lm
@@ -213,8 +214,8 @@ bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/core/*.h
 bench/bench_attention: bench/bench_attention.c bench/bench_util.h $(CORE_SRC) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_attention.c $(CORE_SRC) -lopenblas -lm
 # Peak memory and time of BLEU and chrF on 1, 10, 40 MB sentence pairs (issue 23; not part of make test);
-# METRICS_SRC=another revision's metrics.c (with -B) to compare
-METRICS_SRC ?= src/core/metrics.c
+# METRICS_SRC=another revision's metrics sources (with -B) to compare (before the 13a split: its metrics.c alone)
+METRICS_SRC ?= src/core/metrics.c src/core/tokenize_13a.c
 BENCH_METRICS_ARGS ?= 1 10 40
 bench-metrics-memory: bench/metrics_memory
 	bench/metrics_memory $(BENCH_METRICS_ARGS)
@@ -268,9 +269,9 @@ fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 .PHONY: fuzz-safetensors-header
 
 # Fuzz segmentation, 13a tokenization, BLEU and chrF outside the server (libFuzzer, ASan, UBSan)
-test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/core/metrics.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/segment.h
+test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/core/metrics.c src/core/tokenize_13a.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/segment.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
-	  test/fuzz/fuzz_text.c src/core/metrics.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c -licuuc -lm
+	  test/fuzz/fuzz_text.c src/core/metrics.c src/core/tokenize_13a.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c -licuuc -lm
 
 fuzz-text: test/fuzz/fuzz_text
 	mkdir -p test/fuzz/corpus-text

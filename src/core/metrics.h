@@ -18,6 +18,9 @@
 #define TF_CHRF_ORDER 6
 #define TF_CHRF_STATS (3 * TF_CHRF_ORDER)
 
+/* Bytes of the whitespace character at s[i] (0: none), as Python's str.split() sees whitespace. */
+size_t		tf_ws_len(const char *s, size_t i, size_t n);
+
 /* mteval-v13a tokenization (sacreBLEU's default "13a"), allocated from a, NUL-terminated. */
 char	   *tf_tokenize_13a(const char *s, size_t len, const SpmAlloc *a, size_t *out_len);
 
