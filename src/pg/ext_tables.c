@@ -153,9 +153,15 @@ ExtensionTableName(const char *relname)
 }
 
 bool
+ExtensionTableHasColumn(const char *relname, const char *column)
+{
+	return get_attnum(ExtensionTableOid(relname), column) != InvalidAttrNumber;
+}
+
+bool
 ModelsHaveGenerationConfig(void)
 {
-	return get_attnum(ExtensionTableOid("transformer_models"), "generation_config") != InvalidAttrNumber;
+	return ExtensionTableHasColumn("transformer_models", "generation_config");
 }
 
 void

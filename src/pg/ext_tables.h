@@ -31,6 +31,9 @@ extern bool IsExtensionTableOrShard(Oid relid);
 /* Quoted schema-qualified name of a table of the extension, for SPI. */
 extern char *ExtensionTableName(const char *relname);
 
+/* Whether a table of the extension has the column (this library also serves older versions' tables). */
+extern bool ExtensionTableHasColumn(const char *relname, const char *column);
+
 /*
  * Whether transformer_models has the generation_config columns of version
  * 0.2.0: this library also serves a database not yet updated from 0.1.0.

@@ -52,23 +52,9 @@ CheckNotNull(FunctionCallInfo fcinfo, int arg, const char *name)
 static int
 invalid_utf8_at(const char *s, int n)
 {
-	int			i = 0;
+	int			valid = pg_encoding_verifymbstr(PG_UTF8, s, n);
 
-	while (i < n)
-	{
-		int			l;
-
-		if (!IS_HIGHBIT_SET(s[i]))
-		{
-			i++;
-			continue;
-		}
-		l = pg_utf_mblen((const unsigned char *) s + i);
-		if (l > n - i || !pg_utf8_islegal((const unsigned char *) s + i, l))
-			return i;
-		i += l;
-	}
-	return -1;
+	return valid < n ? valid : -1;
 }
 
 /*
@@ -217,7 +203,7 @@ StoreTokenizer(const char *name, const char *model, Size model_len, const TokVoc
 	Datum		args[4];
 	char		nulls[4] = {' ', ' ', vocab && vocab->jsonb ? ' ' : 'n', vocab && vocab->json ? ' ' : 'n'};
 	bytea	   *bytes;
-	bool		has_vocab_json = get_attnum(ExtensionTableOid("transformer_tokenizers"), "vocab_json") != InvalidAttrNumber;
+	bool		has_vocab_json = ExtensionTableHasColumn("transformer_tokenizers", "vocab_json");
 	int			level;
 
 	CheckName(name);

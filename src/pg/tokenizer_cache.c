@@ -119,7 +119,7 @@ load_tokenizer(void *e, const char *name)
 	}
 
 	query = psprintf("SELECT model, vocab, %s FROM %s WHERE name = $1",
-					 get_attnum(ExtensionTableOid("transformer_tokenizers"), "vocab_json") != InvalidAttrNumber ?
+					 ExtensionTableHasColumn("transformer_tokenizers", "vocab_json") ?
 					 "vocab_json" : "NULL::bytea",
 					 ExtensionTableName("transformer_tokenizers"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)

@@ -268,28 +268,32 @@ MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
 }
 
 /* Remove the files whose names start with prefix, but keep (a path, or NULL); and dead builders' temporary files. */
-void
+int
 SharedFileRemovePrefixed(const char *prefix, const char *keep)
 {
 	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
 	struct dirent *de;
+	int			removed = 0;
 
 	if (dir == NULL)
-		return;
+		return 0;
 	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
 	{
 		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
 		int			pid;
 
-		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
-			(keep == NULL || strcmp(path, keep) != 0))
-			unlink(path);
-		else if (sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && pid != MyProcPid &&
-				 kill(pid, 0) != 0 && errno == ESRCH)
-			unlink(path);
+		if ((strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
+			 (keep == NULL || strcmp(path, keep) != 0)) ||
+			(sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && pid != MyProcPid &&
+			 kill(pid, 0) != 0 && errno == ESRCH))
+		{
+			if (unlink(path) == 0)
+				removed++;
+		}
 		pfree(path);
 	}
 	FreeDir(dir);
+	return removed;
 }
 
 void

@@ -95,8 +95,11 @@ extern void SharedFileCannotShare(const char *what, const char *path);
  */
 extern int	SharedFileCreate(const char *tmp, const char *path, size_t len);
 
-/* Remove the files whose names start with prefix, but keep (a path, or NULL); and dead builders' temporary files. */
-extern void SharedFileRemovePrefixed(const char *prefix, const char *keep);
+/*
+ * Remove the files whose names start with prefix, but keep (a path, or
+ * NULL), and dead builders' temporary files; how many it removed.
+ */
+extern int	SharedFileRemovePrefixed(const char *prefix, const char *keep);
 
 /* Remove the files of dropped databases and names gone.  Inside ExtSpiConnect(). */
 extern void SharedFileSweepOrphans(void);

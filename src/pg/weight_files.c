@@ -153,7 +153,7 @@ SharedFileSweepOrphans(void)
 const char *
 RowVersionSql(const char *table)
 {
-	if (get_attnum(ExtensionTableOid(table), "file_id") == InvalidAttrNumber)
+	if (!ExtensionTableHasColumn(table, "file_id"))
 		return "NULL::text";
 	return "xmin::text || ' ' || ctid::text || ' ' || file_id::text";
 }
@@ -173,29 +173,10 @@ typedef struct WeightCacheShared
 static void
 remove_cluster_files(void)
 {
-	DIR		   *dir = AllocateDir(transformer_weight_cache_dir);
-	struct dirent *de;
 	const char *mine = SharedFileClusterPrefix();
-	char	   *mine_tok = psprintf(TOK_PREFIX "%s", mine);
-	int			removed = 0;
+	int			removed = SharedFileRemovePrefixed(mine, NULL) +
+		SharedFileRemovePrefixed(psprintf(TOK_PREFIX "%s", mine), NULL);
 
-	if (dir == NULL)
-		return;
-	while ((de = ReadDirExtended(dir, transformer_weight_cache_dir, LOG)) != NULL)
-	{
-		char	   *path = psprintf("%s/%s", transformer_weight_cache_dir, de->d_name);
-		int			pid;
-
-		if (strncmp(de->d_name, mine, strlen(mine)) == 0 ||
-			strncmp(de->d_name, mine_tok, strlen(mine_tok)) == 0 ||
-			(sscanf(de->d_name, TEMP_PREFIX "%d.", &pid) == 1 && kill(pid, 0) != 0 && errno == ESRCH))
-		{
-			if (unlink(path) == 0)
-				removed++;
-		}
-		pfree(path);
-	}
-	FreeDir(dir);
 	if (removed > 0)
 		elog(LOG, "removed %d shared weights files left from before the server started", removed);
 }

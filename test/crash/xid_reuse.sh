@@ -39,15 +39,7 @@ trap cleanup EXIT
 a=$PWD/test/fixtures/models/paper_relu
 b=$work/paper_relu_negated
 cp -r "$a" "$b"
-/usr/bin/env python3 - "$b/model.safetensors" <<'EOF'
-import struct, sys
-p = sys.argv[1]
-d = bytearray(open(p, "rb").read())
-n = struct.unpack("<Q", d[:8])[0]
-for i in range(8 + n + 1, len(d), 2):   # the high byte of each little-endian fp16
-    d[i] ^= 0x80
-open(p, "wb").write(d)
-EOF
+tools/flip_fp16_signs.py "$b/model.safetensors"
 chmod -R o+rX "$work"
 
 # the walwriter would write the doomed transaction's WAL out within 200 ms; at

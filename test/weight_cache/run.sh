@@ -119,15 +119,7 @@ mkdir -p "$shared_dir" "$work/two"
 chown postgres "$shared_dir" "$work/two"
 cp -r test/fixtures/models/paper_relu "$work/two/a"
 cp -r test/fixtures/models/paper_relu "$work/two/b"
-/usr/bin/env python3 - "$work/two/b/model.safetensors" <<'PYEOF'
-import struct, sys
-p = sys.argv[1]
-d = bytearray(open(p, "rb").read())
-n = struct.unpack("<Q", d[:8])[0]
-for i in range(8 + n + 1, len(d), 2):   # every fp16 weight's sign
-    d[i] ^= 0x80
-open(p, "wb").write(d)
-PYEOF
+tools/flip_fp16_signs.py "$work/two/b/model.safetensors"
 chmod -R o+rX "$work/two"
 two_pids=()
 for c in a b; do
