@@ -47,7 +47,10 @@ OBJS = \
 	src/core/weight_file.o \
 	src/pg/weight_cache.o \
 	src/pg/weight_files.o \
-	src/pg/input_limit.o
+	src/pg/input_limit.o \
+	src/pg/job_store.o \
+	src/pg/jobs.o \
+	src/pg/job_worker.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
 # install script of the default version.  Older versions keep only what the
@@ -56,7 +59,7 @@ EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/defau
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
-	sql/transformer--0.3.0--0.4.0.sql
+	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

@@ -68,6 +68,14 @@ ExtSpiFinish(int guc_level)
 static Oid
 extension_schema(void)
 {
+	Oid			owner;
+
+	return ExtensionSchemaAndOwner(&owner);
+}
+
+Oid
+ExtensionSchemaAndOwner(Oid *owner)
+{
 	Oid			ext = get_extension_oid("transformer", false);
 	Oid			nsp = InvalidOid;
 	Relation	rel;
@@ -81,7 +89,10 @@ extension_schema(void)
 	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
+	{
 		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		*owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	if (!OidIsValid(nsp))

@@ -19,6 +19,9 @@
 extern int	ExtSpiConnect(void);
 extern void ExtSpiFinish(int guc_level);
 
+/* The extension's schema, and its owner in *owner (who runs the job bookkeeping). */
+extern Oid	ExtensionSchemaAndOwner(Oid *owner);
+
 /* OID of a table of the extension, looked up in the extension's schema. */
 extern Oid	ExtensionTableOid(const char *relname);
 

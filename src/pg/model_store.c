@@ -15,6 +15,7 @@
 #include "utils/memutils.h"
 
 #include "model_store.h"
+#include "jobs.h"
 #include "weight_cache.h"
 
 /* real checkpoints have a few hundred; MAX_LAYERS (model_config.c) of them would have ~7000 */
@@ -216,5 +217,6 @@ GetModel(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name)));
+	MaybeResumeJobs();			/* the first use after a server start */
 	return (CachedModel *) BackendCacheGet(&model_cache, name);
 }

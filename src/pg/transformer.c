@@ -15,6 +15,7 @@
 #include "weight_cache.h"
 #include "decode_workspace.h"
 #include "translate.h"
+#include "jobs.h"
 
 PG_MODULE_MAGIC;
 
@@ -69,6 +70,19 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("transformer.job_naptime",
+							"Sets how often an idle worker of a keep_in_sync job looks for changed rows.",
+							NULL,
+							&job_naptime_ms,
+							1000, 10, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/* resume unfinished translation jobs at every server start */
+	if (process_shared_preload_libraries_in_progress)
+		RegisterJobLauncher();
 
 	InitWeightCache();
 	InitInputLimit();

@@ -1,0 +1,95 @@
+/*
+ * jobs.h
+ *		Background translation jobs: the bookkeeping both sides share (job
+ *		rows, locks, registering workers) between the SQL functions
+ *		(jobs.c) and the background workers (job_worker.c).
+ */
+#ifndef JOBS_H
+#define JOBS_H
+
+#include "postgres.h"
+
+#include "storage/lock.h"
+
+/* One row of transformer_job, as the workers and the SQL functions read it. */
+typedef struct JobRow
+{
+	int64		id;
+	Oid			relid;
+	char	   *source;
+	char	   *target;
+	int			nkeys;
+	char	  **keys;			/* key column names */
+	char	   *model;
+	Oid			owner;
+	char		state[16];
+	int			workers;
+	bool		keep_in_sync;
+	int			beam;			/* 0: the model's */
+	int			batch_size;
+	TransactionId xmin;			/* of the row: declared in this transaction? */
+} JobRow;
+
+/* What a worker needs before it can read anything (bgw_extra). */
+typedef struct JobWorkerArgs
+{
+	Oid			dboid;
+	Oid			owner;
+	int64		job;
+	int			worker;			/* 1..workers */
+} JobWorkerArgs;
+
+/*
+ * Internal SQL on the job tables runs as the extension's owner with
+ * search_path "pg_catalog, pg_temp" (as a SECURITY DEFINER function with a
+ * SET clause would); statements on the user's table run as the user.
+ */
+typedef struct JobAsOwner
+{
+	Oid			saved_user;
+	int			saved_sec;
+	int			guc_level;
+} JobAsOwner;
+
+extern void JobInternalBegin(JobAsOwner *s);
+extern void JobInternalEnd(JobAsOwner *s);
+
+/* Quoted, schema-qualified name of a job table (for SPI text). */
+extern char *JobTable(const char *relname);
+
+/* Read job id (SPI connected); false if there is none. */
+extern bool ReadJob(int64 id, JobRow *job);
+
+/*
+ * The advisory lock of worker k of a job (k = 0: the lock writers of the
+ * job row hold until they commit).  Its locktag_field4 is apart from
+ * pg_advisory_lock()'s, so no user lock can collide.
+ */
+extern void JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k);
+
+/*
+ * Register the workers of a job that are not running; returns how many
+ * could not get a slot (the caller says so in transformer_job.waiting).
+ */
+extern int	LaunchJobWorkers(int64 job, Oid owner, int workers);
+
+/* Set transformer_job.waiting (NULL clears it); SPI connected. */
+extern void SetJobWaiting(int64 job, int missing, int workers);
+
+/*
+ * After a server start: the first use of the extension in a database
+ * starts the unfinished jobs of that database again (a short-lived
+ * background worker reads them).  Cheap after the first call.
+ */
+extern void MaybeResumeJobs(void);
+
+/* The launcher for shared_preload_libraries (job_worker.c) */
+extern void RegisterJobLauncher(void);
+
+/* True in our own job workers (they never resume jobs) */
+extern bool am_job_worker;
+
+/* transformer.job_naptime: how often an idle keep_in_sync worker looks at its queue (ms) */
+extern int	job_naptime_ms;
+
+#endif							/* JOBS_H */
