@@ -19,7 +19,12 @@
 #include "access/heapam.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/catalog.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_tablespace_d.h"
+#include "common/relpath.h"
+#include "storage/fd.h"
+#include <sys/stat.h>
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -246,6 +251,14 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 	char	   *match;
 
 	wait_job_writers(a->job);
+	{
+		Oid			owner;
+
+		/* the extension dropped (its tables with it), or not yet updated to 0.5.0 */
+		if (!OidIsValid(get_extension_oid("transformer", true)) ||
+			!OidIsValid(get_relname_relid("transformer_job", ExtensionSchemaAndOwner(&owner))))
+			return BATCH_EXIT;
+	}
 	if (!ReadJob(a->job, &job))
 		return BATCH_EXIT;		/* deleted, or its declaration rolled back */
 	if (strcmp(job.state, "queued") != 0 && strcmp(job.state, "running") != 0 &&
@@ -466,23 +479,64 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 
 /* ------------------------------------------------------------ the worker */
 
+/* The job failed as a whole: say why in its row, and leave (an error here too: just leave). */
 static void
 fail_job(int64 job, const char *message)
 {
 	Oid			t[2] = {INT8OID, TEXTOID};
 	Datum		v[2] = {Int64GetDatum(job), CStringGetTextDatum(message)};
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	PushActiveSnapshot(GetTransactionSnapshot());
-	internal(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now() "
-					  "WHERE id = $1 AND state IN ('queued', 'running', 'syncing')", JobTable("transformer_job")),
-			 2, t, v, NULL, SPI_OK_UPDATE);
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		internal(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now() "
+						  "WHERE id = $1 AND state IN ('queued', 'running', 'syncing')", JobTable("transformer_job")),
+				 2, t, v, NULL, SPI_OK_UPDATE);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Whether the database still has a directory: a worker restarted after its
+ * database was dropped would otherwise fail to connect, and be restarted,
+ * forever.
+ */
+static bool
+database_on_disk(Oid db)
+{
+	struct stat st;
+	DIR		   *dir;
+	struct dirent *de;
+	bool		found;
+	char	   *path = GetDatabasePath(db, DEFAULTTABLESPACE_OID);
+
+	found = stat(path, &st) == 0;
+	if (found || (dir = AllocateDir("pg_tblspc")) == NULL)
+		return found;
+	while (!found && (de = ReadDir(dir, "pg_tblspc")) != NULL)
+	{
+		char		p[MAXPGPATH];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "pg_tblspc/%s/%s/%u", de->d_name, TABLESPACE_VERSION_DIRECTORY, db);
+		found = stat(p, &st) == 0;
+	}
+	FreeDir(dir);
+	return found;
 }
 
 void
@@ -499,6 +553,8 @@ transformer_job_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	if (!database_on_disk(a.dboid))
+		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(a.dboid, a.owner, 0);
 	am_job_worker = true;
 

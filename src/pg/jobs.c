@@ -37,7 +37,7 @@
 
 extern char *transformer_default_model;
 
-#define DEFAULT_BATCH_SIZE 16
+#define DEFAULT_BATCH_SIZE 8
 #define MAX_JOB_WORKERS 64
 /* keys moved from the table to the queue per statement at declaration */
 #define BACKFILL_CHUNK 10000
