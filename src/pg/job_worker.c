@@ -539,6 +539,82 @@ database_on_disk(Oid db)
 	return found;
 }
 
+/*
+ * Failed connections of each worker since it last connected: a worker
+ * whose role was dropped or lost LOGIN fails to connect, and its restart
+ * policy would start it again every second, forever.  After a few tries it
+ * leaves instead (wait_for_job() and the next resume try again).
+ */
+#define MAX_CONNECT_FAILURES 5
+#define START_SLOTS 128
+typedef struct WorkerStarts
+{
+	slock_t		mutex;
+	struct
+	{
+		Oid			db;
+		int64		job;
+		int			worker;
+		int			failures;
+	}			slot[START_SLOTS];
+} WorkerStarts;
+
+static WorkerStarts *
+worker_starts(void)
+{
+	static WorkerStarts *shared = NULL;
+	bool		found;
+
+	if (shared == NULL)
+	{
+		LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+		shared = ShmemInitStruct("transformer job worker starts", sizeof(WorkerStarts), &found);
+		if (!found)
+		{
+			SpinLockInit(&shared->mutex);
+			memset(shared->slot, 0, sizeof(shared->slot));
+		}
+		LWLockRelease(AddinShmemInitLock);
+	}
+	return shared;
+}
+
+/* Count a connection attempt (connected = false), or reset after success; the failures so far. */
+static int
+count_start(const JobWorkerArgs *a, bool connected)
+{
+	WorkerStarts *w = worker_starts();
+	int			found = -1,
+				empty = -1,
+				failures = 0;
+
+	SpinLockAcquire(&w->mutex);
+	for (int i = 0; i < START_SLOTS; i++)
+	{
+		if (w->slot[i].job == a->job && w->slot[i].db == a->dboid && w->slot[i].worker == a->worker)
+			found = i;
+		else if (w->slot[i].failures == 0 && empty < 0)
+			empty = i;
+	}
+	if (found < 0 && !connected && empty >= 0)
+	{
+		found = empty;
+		w->slot[found].db = a->dboid;
+		w->slot[found].job = a->job;
+		w->slot[found].worker = a->worker;
+		w->slot[found].failures = 0;
+	}
+	if (found >= 0)
+	{
+		if (connected)
+			w->slot[found].failures = 0;
+		else
+			failures = w->slot[found].failures++;
+	}
+	SpinLockRelease(&w->mutex);
+	return failures;
+}
+
 void
 transformer_job_main(Datum main_arg)
 {
@@ -555,7 +631,16 @@ transformer_job_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	if (!database_on_disk(a.dboid))
 		proc_exit(0);
+	if (count_start(&a, false) >= MAX_CONNECT_FAILURES)
+	{
+		(void) count_start(&a, true);
+		ereport(LOG,
+				(errmsg("transformer job " INT64_FORMAT " worker %d: gave up after %d failed connections",
+						a.job, a.worker, MAX_CONNECT_FAILURES)));
+		proc_exit(0);
+	}
 	BackgroundWorkerInitializeConnectionByOid(a.dboid, a.owner, 0);
+	(void) count_start(&a, true);
 	am_job_worker = true;
 
 	snprintf(name, sizeof(name), "transformer job " INT64_FORMAT " worker %d", a.job, a.worker);

@@ -259,6 +259,23 @@ translate_column(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(6))
 		check_int_arg("beam", beam, 1, 64);
 	check_int_arg("batch_size", batch_size, 1, 1024);
+	/* workers connect as the declaring role (as worker_spi does): it must be able to log in */
+	{
+		HeapTuple	role = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
+		bool		can_login;
+
+		if (!HeapTupleIsValid(role))
+			elog(ERROR, "cache lookup failed for role %u", GetUserId());
+		can_login = ((Form_pg_authid) GETSTRUCT(role))->rolcanlogin ||
+			((Form_pg_authid) GETSTRUCT(role))->rolsuper;
+		ReleaseSysCache(role);
+		if (!can_login)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+					 errmsg("role \"%s\" cannot log in, and job workers connect as the role that declares the job",
+							GetUserNameFromId(GetUserId(), false)),
+					 errhint("Declare the job as a role with LOGIN, or grant it LOGIN.")));
+	}
 	if (IsInParallelMode())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
@@ -405,6 +422,30 @@ translate_column(PG_FUNCTION_ARGS)
 	lock_job_row(id);
 
 	/*
+	 * The sync trigger first, created by the extension's owner (the user
+	 * has TRIGGER): its lock waits for the table's writers in progress and
+	 * holds new ones until we commit, so the backlog read next (a fresh
+	 * snapshot) and the trigger miss no row between them.
+	 */
+	if (keep_in_sync)
+	{
+		StringInfoData b;
+
+		initStringInfo(&b);
+		appendStringInfo(&b, "CREATE TRIGGER %s AFTER INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s.transformer_job_sync(",
+						 quote_identifier(trigger_name(id)), qualname,
+						 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
+		appendStringInfo(&b, "'" INT64_FORMAT "', %s, %s", id, quote_literal_cstr(source), quote_literal_cstr(target));
+		foreach(lc, keys)
+			appendStringInfo(&b, ", %s", quote_literal_cstr(lfirst(lc)));
+		appendStringInfoChar(&b, ')');
+		JobInternalBegin(&s);
+		if (SPI_execute(b.data, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not create the sync trigger");
+		JobInternalEnd(&s);
+	}
+
+	/*
 	 * The backlog: keys of the rows whose target is NULL, read as the user
 	 * (row-level security applies), queued by the extension's owner.
 	 */
@@ -444,25 +485,6 @@ translate_column(PG_FUNCTION_ARGS)
 			pfree(k);
 		}
 		SPI_cursor_close(cur);
-	}
-
-	/* the sync trigger, created by the extension's owner (the user has TRIGGER) */
-	if (keep_in_sync)
-	{
-		StringInfoData b;
-
-		initStringInfo(&b);
-		appendStringInfo(&b, "CREATE TRIGGER %s AFTER INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s.transformer_job_sync(",
-						 quote_identifier(trigger_name(id)), qualname,
-						 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
-		appendStringInfo(&b, "'" INT64_FORMAT "', %s, %s", id, quote_literal_cstr(source), quote_literal_cstr(target));
-		foreach(lc, keys)
-			appendStringInfo(&b, ", %s", quote_literal_cstr(lfirst(lc)));
-		appendStringInfoChar(&b, ')');
-		JobInternalBegin(&s);
-		if (SPI_execute(b.data, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "could not create the sync trigger");
-		JobInternalEnd(&s);
 	}
 
 	{
@@ -531,7 +553,7 @@ wait_for_job(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 		get_visible_job(id, &job, false);
-		if (TransactionIdIsCurrentTransactionId(job.xmin))
+		if (next_launch == 0 && TransactionIdIsCurrentTransactionId(job.xmin))
 			ereport(ERROR,
 					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 					 errmsg("cannot wait for job " INT64_FORMAT " in the transaction that changed it", id),

@@ -1,0 +1,671 @@
+#!/usr/bin/python3
+"""Background translation jobs under kills, crashes and restarts.
+
+In a private cluster of its own (a temporary directory, its own socket
+directory and port, fsync off), with the bundled model multi30k_de_en and
+German sentences of Multi30k train, five scenarios, each in its own database:
+
+  1. kill loop: a keep_in_sync job with two workers on a table that two
+     writers INSERT into, UPDATE and DELETE from for 45 s, while a killer
+     kills a job worker every 2-4 s, SIGTERM and SIGKILL in turn (a SIGKILL
+     makes the postmaster crash-restart the whole server).  Afterwards
+     wait_for_job() is true, every row holds translate(de), the queue is
+     empty, no error row, and no (id, de) was written twice (a trigger logs
+     every write of a new translation);
+  2. kill -9 of the only worker mid-job, then nothing but reads of the view:
+     the worker comes back by itself (bgw_restart_time) and the job is done;
+  3. a clean restart (-m fast) mid-job: no worker comes back by itself, the
+     job stays running; the next translate() in its database resumes it;
+  4. the same with shared_preload_libraries = 'transformer': the launcher
+     resumes it at server start, with no use at all;
+  5. max_worker_processes = 2: a second job waits for a free slot (the view's
+     waiting column says so), and wait_for_job() starts it once the first
+     job's workers leave.
+
+    test/jobs/run.py        (root; python3-psycopg2; the installed extension)
+
+Exit status 1 with a message (and the tail of the server log) on any
+failed check.  PGHOST, PGPORT etc. of the environment are ignored.
+"""
+import gzip
+import os
+import pwd
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import psycopg2
+
+BIN = "/usr/lib/postgresql/15/bin"
+MODEL = "multi30k_de_en"
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN_DE = os.path.join(HERE, "..", "..", "..", "shared", "data", "multi30k", "train.de.gz")
+WORKER_LIKE = "transformer job % worker %"
+KILL_LOOP_SECONDS = 45
+WATCHDOG_SECONDS = 480          # the whole run, whatever happens
+
+# PGHOST, PGPORT, PGOPTIONS, PGDATABASE ... (pg_virtualenv's) must not reach libpq or pg_ctl
+for _k in [k for k in os.environ if k.startswith("PG")]:
+    del os.environ[_k]
+
+
+class Failure(Exception):
+    pass
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ------------------------------------------------------------------ the cluster
+class Cluster:
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="transformer_jobs_")
+        self.data = os.path.join(self.tmp, "data")
+        self.sock = os.path.join(self.tmp, "sock")
+        self.logfile = os.path.join(self.tmp, "server.log")
+        os.mkdir(self.sock)
+        pw = pwd.getpwnam("postgres")
+        for d in (self.tmp, self.sock):
+            os.chown(d, pw.pw_uid, pw.pw_gid)
+        self.port = self.free_port()
+        self.lock = threading.Lock()
+        self.cleaned = False
+
+    @staticmethod
+    def free_port():
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return port
+
+    def run(self, args, timeout=120, check=True):
+        p = subprocess.run(["runuser", "-u", "postgres", "--"] + args, cwd=self.tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise Failure("%s failed (exit %d):\n%s" % (" ".join(args), p.returncode, p.stdout))
+        return p
+
+    def init(self):
+        self.run([BIN + "/initdb", "-D", self.data, "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8",
+                  "-U", "postgres"])
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("\n# test/jobs/run.py\n"
+                    "port = %d\n"
+                    "listen_addresses = ''\n"
+                    "unix_socket_directories = '%s'\n"
+                    "fsync = off\n"
+                    "restart_after_crash = on\n"
+                    "log_line_prefix = '%%m [%%p] %%b: '\n"
+                    "max_connections = 40\n"
+                    "transformer.blas_threads = 1\n"
+                    % (self.port, self.sock))
+
+    def pg_ctl(self, *args, timeout=90):
+        return self.run([BIN + "/pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", str(timeout - 10)]
+                        + list(args), timeout=timeout)
+
+    def start(self):
+        self.pg_ctl("start")
+
+    def restart(self):
+        self.pg_ctl("restart", "-m", "fast")
+
+    def log_text(self):
+        try:
+            with open(self.logfile, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def crash_restarts(self):
+        return self.log_text().count("all server processes terminated; reinitializing")
+
+    def log_tail(self, n=80):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def cleanup(self):
+        with self.lock:
+            if self.cleaned:
+                return
+            self.cleaned = True
+        if os.path.exists(os.path.join(self.data, "postmaster.pid")):
+            try:
+                self.run([BIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", "30", "stop"],
+                         timeout=40, check=False)
+            except Exception as e:          # noqa: BLE001 - cleanup goes on
+                log("jobs: could not stop the cluster: %s" % e)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+C = None        # the Cluster
+
+
+def connect(db, app="jobs test", timeout_ms=240000):
+    c = psycopg2.connect(host=C.sock, port=C.port, user="postgres", dbname=db, connect_timeout=5,
+                         application_name=app, options="-c statement_timeout=%d" % timeout_ms)
+    c.autocommit = True
+    return c
+
+
+def connect_retry(db, within=30, **kw):
+    """Connect, retrying while the server (crash-)restarts."""
+    deadline = time.time() + within
+    while True:
+        try:
+            return connect(db, **kw)
+        except psycopg2.OperationalError as e:
+            if time.time() > deadline:
+                raise Failure("could not connect to database %s for %d s: %s" % (db, within, str(e).strip()))
+            time.sleep(0.2)
+
+
+def q(c, sql, *args):
+    with c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall() if cur.description else None
+
+
+def one(c, sql, *args):
+    rows = q(c, sql, *args)
+    return rows[0][0] if rows else None
+
+
+def close(c):
+    try:
+        c.close()
+    except Exception:       # noqa: BLE001
+        pass
+
+
+# ------------------------------------------------------------------ helpers
+LINES = []
+
+
+def sentences(start, n):
+    return LINES[start:start + n]
+
+
+def new_db(name):
+    admin = connect("postgres")
+    one(admin, "CREATE DATABASE %s TEMPLATE tmpl" % name)
+    close(admin)
+    return connect(name)
+
+
+def fill(c, table, first_line, n):
+    one(c, "CREATE TABLE %s (id int PRIMARY KEY, de text, en text)" % table)
+    with c.cursor() as cur:
+        cur.executemany("INSERT INTO %s (id, de) VALUES (%%s, %%s)" % table,
+                        [(i + 1, s) for i, s in enumerate(sentences(first_line, n))])
+
+
+def job_row(c, job):
+    rows = q(c, "SELECT state, rows_done, rows_pending, rows_failed, waiting, last_error "
+                "FROM transformer_jobs WHERE id = %s", job)
+    if not rows:
+        raise Failure("job %s is not in transformer_jobs" % job)
+    return dict(zip(("state", "rows_done", "rows_pending", "rows_failed", "waiting", "last_error"), rows[0]))
+
+
+def job_workers(c, job=None):
+    like = "transformer job %d worker %%" % job if job is not None else WORKER_LIKE
+    return q(c, "SELECT pid, application_name FROM pg_stat_activity "
+                "WHERE application_name LIKE %s OR backend_type LIKE %s ORDER BY pid", like, like)
+
+
+def poll_done(db, job, timeout, what):
+    """Read the view (nothing else) until the job is done; reconnects after a crash."""
+    deadline = time.time() + timeout
+    c, last = None, None
+    while time.time() < deadline:
+        try:
+            if c is None:
+                c = connect_retry(db, within=max(1, deadline - time.time()))
+            last = job_row(c, job)
+            if last["state"] == "done":
+                close(c)
+                return last
+            if last["state"] in ("failed", "cancelled", "paused"):
+                break
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            close(c)
+            c = None
+        time.sleep(0.2)
+    close(c)
+    raise Failure("%s: job %s not done after %d s: %s; job workers now: %s"
+                  % (what, job, timeout, last, job_workers(connect_retry(db))))
+
+
+def check_translated(c, table, job, what):
+    """Every row equals translate(de); no error row; the queue empty."""
+    bad = q(c, "SELECT id, de, en, t FROM (SELECT id, de, en, translate(de, %%s) AS t FROM %s) s "
+               "WHERE en IS DISTINCT FROM t ORDER BY id" % table, MODEL)
+    errors = q(c, "SELECT key::text, sqlstate, message FROM transformer_job_errors WHERE job = %s ORDER BY at", job)
+    queued = one(c, "SELECT count(*) FROM transformer_job_queue WHERE job = %s", job)
+    if bad or errors or queued:
+        raise Failure("%s: %d rows differ from translate(de) (first: %s); %d error rows (%s); %d rows queued"
+                      % (what, len(bad), bad[:3], len(errors), errors[:5], queued))
+    return one(c, "SELECT count(*) FROM %s" % table)
+
+
+def wait_first_batch(c, job, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = job_row(c, job)
+        if r["state"] == "running" and r["rows_done"] > 0:
+            return r
+        if r["state"] not in ("queued", "running"):
+            raise Failure("%s: job %s is %s before any kill or restart: %s" % (what, job, r["state"], r))
+        time.sleep(0.01)
+    raise Failure("%s: job %s wrote no row in %d s: %s" % (what, job, timeout, job_row(c, job)))
+
+
+# ------------------------------------------------------------------ 1. the kill loop
+class Shared:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.next_id = 1000000
+        self.next_tag = 0
+        self.stop = threading.Event()
+        self.stats = {"insert": 0, "update": 0, "delete": 0, "interrupted": 0, "reconnects": 0}
+
+    def take(self, what):
+        with self.lock:
+            if what == "id":
+                self.next_id += 1
+                return self.next_id
+            self.next_tag += 1
+            return self.next_tag
+
+    def count(self, key):
+        with self.lock:
+            self.stats[key] += 1
+
+
+class Writer(threading.Thread):
+    def __init__(self, n, sh, pool):
+        super().__init__(name="writer %d" % n, daemon=True)
+        self.sh, self.pool, self.error = sh, pool, None
+        self.rnd = random.Random(1000 + n)
+
+    def run(self):
+        try:
+            self.loop()
+        except BaseException as e:      # noqa: BLE001 - reported by the main thread
+            self.error = "%s: %s" % (type(e).__name__, str(e).strip())
+
+    def loop(self):
+        c = connect_retry("s1", app=self.name, timeout_ms=30000)
+        while not self.sh.stop.is_set():
+            op = self.rnd.choices(("insert", "update", "delete"), (35, 45, 20))[0]
+            try:
+                if op == "insert":
+                    one(c, "INSERT INTO docs (id, de) VALUES (%s, %s)",
+                        self.sh.take("id"), self.rnd.choice(self.pool))
+                elif op == "update":
+                    one(c, "UPDATE docs SET de = %s WHERE id = (SELECT id FROM docs ORDER BY random() LIMIT 1)",
+                        "%s (%d)" % (self.rnd.choice(self.pool), self.sh.take("tag")))
+                else:
+                    one(c, "DELETE FROM docs WHERE id = (SELECT id FROM docs ORDER BY random() LIMIT 1)")
+                self.sh.count(op)
+            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                # the server crash-restarts: committed or not, the final check reads the table
+                self.sh.count("interrupted")
+                if c.closed or self.dead(c):
+                    close(c)
+                    c = connect_retry("s1", within=30, app=self.name, timeout_ms=30000)
+                    self.sh.count("reconnects")
+            time.sleep(self.rnd.uniform(0.01, 0.05))
+        close(c)
+
+    @staticmethod
+    def dead(c):
+        try:
+            one(c, "SELECT 1")
+            return False
+        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            return True
+
+
+class Killer(threading.Thread):
+    def __init__(self, sh):
+        super().__init__(name="killer", daemon=True)
+        self.sh, self.error = sh, None
+        self.rnd = random.Random(7)
+        self.kills = []             # (signal name, worker name, crash restart seen)
+        self.no_worker = 0
+
+    def run(self):
+        try:
+            self.loop()
+        except BaseException as e:      # noqa: BLE001
+            self.error = "%s: %s" % (type(e).__name__, str(e).strip())
+
+    def loop(self):
+        c = None
+        while not self.sh.stop.wait(self.rnd.uniform(2.0, 4.0)):
+            if c is None:
+                c = connect_retry("s1", app="killer")
+            try:
+                workers = job_workers(c)
+            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                close(c)
+                c = None
+                continue
+            if not workers:
+                self.no_worker += 1
+                continue
+            pid, name = self.rnd.choice(workers)
+            sig = signal.SIGKILL if len(self.kills) % 2 == 1 else signal.SIGTERM
+            before = C.crash_restarts()
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+            crashed = False
+            if sig == signal.SIGKILL:
+                close(c)
+                c = None
+                # wait for the crash restart to show in the log, then for the server to take connections
+                deadline = time.time() + 30
+                while time.time() < deadline and C.crash_restarts() == before:
+                    time.sleep(0.05)
+                crashed = C.crash_restarts() > before
+                c = connect_retry("s1", app="killer")
+            self.kills.append((sig.name, name, crashed))
+        close(c)
+
+
+def scenario_kill_loop():
+    t0 = time.time()
+    c = new_db("s1")
+    fill(c, "docs", 0, 300)
+    one(c, "CREATE TABLE writes (id int, de text, at timestamptz DEFAULT clock_timestamp())")
+    one(c, """CREATE FUNCTION log_write() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN
+                IF NEW.en IS DISTINCT FROM OLD.en AND NEW.en IS NOT NULL THEN
+                  INSERT INTO writes (id, de) VALUES (NEW.id, NEW.de);
+                END IF;
+                RETURN NEW;
+              END $$""")
+    one(c, "CREATE TRIGGER log_write BEFORE UPDATE ON docs FOR EACH ROW EXECUTE FUNCTION log_write()")
+    job = one(c, "SELECT translate_column('docs', 'de', 'en', %s, workers => 2)", MODEL)
+    close(c)
+
+    sh = Shared()
+    pool = sentences(2000, 3000)
+    writers = [Writer(n, sh, pool) for n in (1, 2)]
+    killer = Killer(sh)
+    crashes0 = C.crash_restarts()
+    for t in writers + [killer]:
+        t.start()
+    time.sleep(KILL_LOOP_SECONDS)
+    sh.stop.set()
+    for t in writers + [killer]:
+        t.join(60)
+        if t.is_alive():
+            raise Failure("kill loop: %s still running 60 s after the stop" % t.name)
+        if t.error:
+            raise Failure("kill loop: %s failed: %s" % (t.name, t.error))
+    crashes = C.crash_restarts() - crashes0
+    loop_s = time.time() - t0
+
+    # the backlog: wait_for_job, again if a connection drops
+    t1 = time.time()
+    deadline = time.time() + 200
+    ok = None
+    while ok is None:
+        try:
+            c = connect_retry("s1")
+            ok = one(c, "SELECT wait_for_job(%s, '3 min')", job)
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+            close(c)
+            if time.time() > deadline:
+                raise Failure("kill loop: wait_for_job(%s) kept failing: %s" % (job, str(e).strip()))
+    if ok is not True:
+        raise Failure("kill loop: wait_for_job(%s, '3 min') returned %s; job: %s; job workers: %s"
+                      % (job, ok, job_row(c, job), job_workers(c, job)))
+    wait_s = time.time() - t1
+    state = job_row(c, job)
+
+    bad = q(c, "SELECT id, de, en, t FROM (SELECT id, de, en, translate(de, %s) AS t FROM docs) s "
+               "WHERE en IS DISTINCT FROM t ORDER BY id", MODEL)
+    errors = q(c, "SELECT key::text, sqlstate, message FROM transformer_job_errors WHERE job = %s ORDER BY at", job)
+    error_keys = set(k for k, _, _ in errors)
+    unexplained = [b for b in bad if '["%d"]' % b[0] not in error_keys]
+    queued = q(c, "SELECT key::text, queued_at FROM transformer_job_queue WHERE job = %s", job)
+    twice = q(c, "SELECT id, de, count(*) FROM writes GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1")
+    nrows = one(c, "SELECT count(*) FROM docs")
+    nwrites = one(c, "SELECT count(*) FROM writes")
+    sigkills = [k for k in killer.kills if k[0] == "SIGKILL"]
+    problems = []
+    if unexplained:
+        problems.append("%d rows differ from translate(de) (first: %s)" % (len(unexplained), unexplained[:3]))
+    if errors:
+        problems.append("%d error rows in transformer_job_errors (rows at fault: %d): %s"
+                        % (len(errors), len(bad) - len(unexplained), errors[:5]))
+    if queued:
+        problems.append("%d keys still queued: %s" % (len(queued), queued[:5]))
+    if twice:
+        problems.append("%d (id, de) written more than once: %s" % (len(twice), twice[:5]))
+    if len(killer.kills) < 3:
+        problems.append("only %d kills (%d times no worker to kill)" % (len(killer.kills), killer.no_worker))
+    if not any(k[2] for k in sigkills) or crashes == 0:
+        problems.append("no SIGKILL followed by a crash restart (kills: %s; crash restarts in the log: %d)"
+                        % (killer.kills, crashes))
+    if problems:
+        raise Failure("kill loop (job %s, %s): %s" % (job, state, "; ".join(problems)))
+    one(c, "SELECT cancel_job(%s)", job)
+    close(c)
+    s = sh.stats
+    log("jobs: kill loop: %.0f s, %d kills (%d SIGTERM, %d SIGKILL), %d crash restarts; writers: %d inserts, "
+        "%d updates, %d deletes, %d interrupted, %d reconnects; wait_for_job %.1f s; %d rows all = translate(de), "
+        "%d writes logged, none twice, queue empty, no error row"
+        % (loop_s, len(killer.kills), len(killer.kills) - len(sigkills), len(sigkills), crashes,
+           s["insert"], s["update"], s["delete"], s["interrupted"], s["reconnects"], wait_s, nrows, nwrites))
+
+
+# ------------------------------------------------------------------ 2. kill -9, then only reads
+def scenario_crash_no_use():
+    t0 = time.time()
+    c = new_db("s2")
+    fill(c, "t2", 300, 200)
+    job = one(c, "SELECT translate_column('t2', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
+    close(c)
+    c = connect("s2")           # a connection that has used no extension function
+    at = wait_first_batch(c, job, 60, "crash restart")
+    workers = job_workers(c, job)
+    if not workers:
+        raise Failure("crash restart: job %s runs (%s) but no worker is in pg_stat_activity" % (job, at))
+    before = C.crash_restarts()
+    os.kill(workers[0][0], signal.SIGKILL)
+    close(c)
+    deadline = time.time() + 30
+    while time.time() < deadline and C.crash_restarts() == before:
+        time.sleep(0.05)
+    if C.crash_restarts() == before:
+        raise Failure("crash restart: kill -9 of worker %s: no crash restart in the server log" % workers[0][0])
+    r = poll_done("s2", job, 90, "crash restart (no use after it)")
+    c = connect("s2")
+    n = check_translated(c, "t2", job, "crash restart")
+    close(c)
+    log("jobs: crash restart: kill -9 of the worker at %d rows done, %d pending; done by itself %.1f s later "
+        "(rows_done %d), %d rows all = translate(de)"
+        % (at["rows_done"], at["rows_pending"], time.time() - t0, r["rows_done"], n))
+
+
+# ------------------------------------------------------------------ 3. clean restart, resumed by the next use
+def scenario_clean_restart():
+    c = new_db("s3")
+    fill(c, "t3", 500, 200)
+    job = one(c, "SELECT translate_column('t3', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
+    close(c)
+    c = connect("s3")
+    at = wait_first_batch(c, job, 60, "clean restart")
+    close(c)
+    C.restart()
+    c = connect_retry("s3")
+    t0 = time.time()
+    seen = None
+    while time.time() - t0 < 3:
+        w = job_workers(c)
+        r = job_row(c, job)
+        if w or r["state"] != "running" or r["rows_pending"] == 0:
+            seen = (w, r)
+            break
+        time.sleep(0.2)
+    if seen:
+        raise Failure("clean restart: within 3 s of the restart, with no use: job workers %s, job %s "
+                      "(expected no worker, the job running with rows pending)" % seen)
+    after = job_row(c, job)
+    one(c, "SELECT translate('Ein Hund.', %s)", MODEL)
+    close(c)
+    t1 = time.time()
+    r = poll_done("s3", job, 90, "clean restart (resumed by translate())")
+    resumed_s = time.time() - t1
+    c = connect("s3")
+    n = check_translated(c, "t3", job, "clean restart")
+    close(c)
+    log("jobs: clean restart: at %d rows done; 3 s without worker, running with %d pending; after one translate() "
+        "done in %.1f s (rows_done %d), %d rows all = translate(de)"
+        % (at["rows_done"], after["rows_pending"], resumed_s, r["rows_done"], n))
+
+
+# ------------------------------------------------------------------ 4. shared_preload_libraries
+def scenario_preload():
+    c = connect("postgres")
+    one(c, "ALTER SYSTEM SET shared_preload_libraries = 'transformer'")
+    close(c)
+    C.restart()
+    c = new_db("s4")
+    fill(c, "t4", 700, 200)
+    job = one(c, "SELECT translate_column('t4', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
+    close(c)
+    c = connect("s4")
+    at = wait_first_batch(c, job, 60, "shared_preload_libraries")
+    close(c)
+    C.restart()
+    t1 = time.time()
+    r = poll_done("s4", job, 90, "shared_preload_libraries (resumed at start)")
+    resumed_s = time.time() - t1
+    c = connect("s4")
+    n = check_translated(c, "t4", job, "shared_preload_libraries")
+    close(c)
+    c = connect("postgres")
+    one(c, "ALTER SYSTEM RESET shared_preload_libraries")
+    close(c)
+    C.restart()
+    log("jobs: shared_preload_libraries: restart at %d rows done; done %.1f s after it with no use (rows_done %d), "
+        "%d rows all = translate(de)" % (at["rows_done"], resumed_s, r["rows_done"], n))
+
+
+# ------------------------------------------------------------------ 5. no free worker slot
+def scenario_no_slot():
+    c = connect("postgres")
+    one(c, "ALTER SYSTEM SET max_worker_processes = 2")
+    # the logical replication launcher would take one of the two slots
+    one(c, "ALTER SYSTEM SET max_logical_replication_workers = 0")
+    close(c)
+    C.restart()
+    c = new_db("s5")
+    fill(c, "ta", 900, 300)
+    fill(c, "tb", 1200, 50)
+    # the first use in this database starts a resumer (a slot for a moment): before the jobs, not during
+    one(c, "SELECT translate('Ein Hund.', %s)", MODEL)
+    deadline = time.time() + 20
+    while q(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'transformer job resumer'"):
+        if time.time() > deadline:
+            raise Failure("no free slot: the job resumer is still running after 20 s")
+        time.sleep(0.1)
+    time.sleep(0.5)
+    a = one(c, "SELECT translate_column('ta', 'de', 'en', %s, workers => 2, keep_in_sync => false)", MODEL)
+    b = one(c, "SELECT translate_column('tb', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
+    ra, rb = job_row(c, a), job_row(c, b)
+    wa = job_workers(c, a)
+    if ra["state"] not in ("queued", "running") or ra["rows_pending"] == 0:
+        raise Failure("no free slot: job A %s is no longer running when B is declared: %s" % (a, ra))
+    if rb["state"] != "queued" or not rb["waiting"] or "max_worker_processes" not in rb["waiting"]:
+        raise Failure("no free slot: while job A runs (%s, workers %s), job B is %s (expected queued, "
+                      "waiting naming max_worker_processes)" % (ra, wa, rb))
+    t0 = time.time()
+    ok = one(c, "SELECT wait_for_job(%s, '2 min')", b)
+    wait_s = time.time() - t0
+    rb2 = job_row(c, b)
+    if ok is not True:
+        raise Failure("no free slot: wait_for_job(B, '2 min') returned %s; A: %s; B: %s; job workers: %s"
+                      % (ok, job_row(c, a), rb2, job_workers(c)))
+    if rb2["waiting"] is not None:
+        raise Failure("no free slot: B's waiting is still %r after wait_for_job: %s" % (rb2["waiting"], rb2))
+    n = check_translated(c, "tb", b, "no free slot (job B)")
+    ra2 = job_row(c, a)
+    close(c)
+    log("jobs: no free slot: max_worker_processes 2; B queued while A ran (%d pending, %d workers): waiting %r; "
+        "wait_for_job(B) true after %.1f s, waiting NULL, %d rows of B all = translate(de) (A: %s)"
+        % (ra["rows_pending"], len(wa), rb["waiting"], wait_s, n, ra2["state"]))
+
+
+# ------------------------------------------------------------------ main
+def watchdog():
+    time.sleep(WATCHDOG_SECONDS)
+    log("jobs: FAILED: still running after %d s; stopping" % WATCHDOG_SECONDS)
+    if C is not None:
+        log("--- server log (tail) ---\n" + C.log_tail())
+        C.cleanup()
+    os._exit(1)
+
+
+def main():
+    global C
+    if os.geteuid() != 0:
+        sys.exit("jobs: run as root (the cluster runs as postgres, and the test kills its processes)")
+    t0 = time.time()
+    with gzip.open(TRAIN_DE, "rt", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i >= 5000:
+                break
+            LINES.append(line.rstrip("\n"))
+    C = Cluster()
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        C.init()
+        C.start()
+        c = connect("postgres")
+        one(c, "CREATE DATABASE tmpl")
+        close(c)
+        c = connect("tmpl")
+        one(c, "SET client_min_messages = warning")
+        one(c, "CREATE EXTENSION transformer")
+        one(c, "SELECT import_model(%s)", MODEL)
+        version = one(c, "SELECT extversion FROM pg_extension WHERE extname = 'transformer'")
+        close(c)
+        log("jobs: private cluster on port %d, transformer %s, %s" % (C.port, version, MODEL))
+        scenario_kill_loop()
+        scenario_crash_no_use()
+        scenario_clean_restart()
+        scenario_preload()
+        scenario_no_slot()
+    except Failure as e:
+        log("jobs: FAILED: %s" % e)
+        log("--- server log (tail) ---\n" + C.log_tail())
+        return 1
+    except Exception:       # noqa: BLE001
+        import traceback
+        log("jobs: FAILED with an exception:\n" + traceback.format_exc())
+        log("--- server log (tail) ---\n" + C.log_tail())
+        return 1
+    finally:
+        C.cleanup()
+    log("jobs: 5 scenarios passed in %.0f s" % (time.time() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
