@@ -35,7 +35,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
                                  'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
-                                 'transformer_guard_drop')
+                                 'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
+                                 'cancel_job', 'retry_job_errors', 'transformer_job_sync')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -45,8 +46,10 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
-                             'export_model', 'drop_model', 'quantize_model', 'set_model_languages') AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
-  'functions writing tokenizers and models (or files) are VOLATILE and PARALLEL UNSAFE');
+                             'export_model', 'drop_model', 'quantize_model', 'set_model_languages',
+                             'translate_column', 'wait_for_job', 'pause_job', 'resume_job', 'cancel_job', 'retry_job_errors')
+             AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
+  'functions writing tokenizers, models, files or jobs are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE prokind = 'f' AND NOT proisstrict
              AND sig NOT IN ('import_tokenizer(text,text,text)', 'load_tokenizer(text,bytea,jsonb)', 'transformer_invalidate_cache()', 'transformer_guard_drop()',
@@ -55,8 +58,10 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
-                             'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels) and the triggers');
+                             'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
+                             'translate_column(regclass,text,text,text,integer,boolean,integer,integer)', 'wait_for_job(bigint,interval)',
+                             'transformer_job_sync()')), NULL,
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out

@@ -1,7 +1,7 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the objects updated through 0.2.0 and 0.3.0 to 0.4.0 are those of a fresh
--- install, constraints included.
+-- and the objects updated through 0.2.0, 0.3.0 and 0.4.0 to 0.5.0 are those of a
+-- fresh install, constraints, privileges and policies included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \pset format unaligned
@@ -10,7 +10,7 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(27);
+SELECT plan(29);
 -- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
@@ -18,10 +18,19 @@ SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
-WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
+WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass)
+UNION ALL
+SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
+WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'
+UNION ALL
+SELECT 'policy ' || polrelid::regclass || '.' || polname || ' ' || polcmd::text || ' ' || pg_get_expr(polqual, polrelid) FROM pg_policy
+UNION ALL
+SELECT 'view ' || pg_get_viewdef('transformer_jobs'::regclass);
 -- a model as 0.1.0 stored it: its rows, kept aside, and what it translates to
 SELECT import_model('old', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
 SELECT translate('SELECT attention FROM memory', 'old', 3) AS old_want \gset
@@ -54,7 +63,7 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 -- 0.2.0 cannot store int8 rows; 0.3.0 can
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.4.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.4.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.5.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.5.0');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers WHERE file_id IS NOT NULL), 4, '0.4.0: every stored tokenizer row got a file_id');
 SELECT is((SELECT count(DISTINCT file_id)::int FROM transformer_tokenizers), 4, 'each its own');
 SELECT ok(NOT has_function_privilege('public', 'transformer_invalidate_cache()', 'EXECUTE'), '0.4.0: PUBLIC may no longer execute transformer_invalidate_cache()');
@@ -64,10 +73,19 @@ SELECT pg_describe_object(classid, objid, objsubid) AS object FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'transformer') AND deptype = 'e'
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass) AND attnum > 0
+WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
-WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass);
+WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass)
+UNION ALL
+SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
+WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'
+UNION ALL
+SELECT 'policy ' || polrelid::regclass || '.' || polname || ' ' || polcmd::text || ' ' || pg_get_expr(polqual, polrelid) FROM pg_policy
+UNION ALL
+SELECT 'view ' || pg_get_viewdef('transformer_jobs'::regclass);
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM fresh EXCEPT SELECT object FROM updated) x), NULL, 'nothing of a fresh install is missing after the update');
 SELECT is((SELECT string_agg(object, ', ' ORDER BY object) FROM (SELECT object FROM updated EXCEPT SELECT object FROM fresh) x), NULL, 'and nothing is left over');
 SELECT is(translate('SELECT attention FROM memory', 'old', 3), :'old_want', 'after ALTER EXTENSION UPDATE the stored model translates identically');
@@ -84,6 +102,8 @@ SELECT matches(attention_svg('SELECT attention', 'old'), '<svg ', 'attention_svg
 SELECT is(translate(ARRAY['SELECT attention FROM memory'], 'old', 3), ARRAY[:'old_want'], 'translate(text[])');
 SELECT isnt(export_model('old', '/tmp/transformer_tap_upgrade_' || pg_backend_pid()), NULL, 'export_model');
 SELECT is(quantize_model('m', 'm8'), 49385::bigint, 'and quantizes');
+SELECT is((SELECT count(*)::int FROM transformer_jobs), 0, '0.5.0: the jobs view');
+SELECT throws_ok($$SELECT translate_column('transformer_models', 'name', 'config_json', 'old')$$, '42804', NULL, '0.5.0: translate_column');
 
 SELECT * FROM finish();
 ROLLBACK;
