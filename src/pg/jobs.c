@@ -353,6 +353,34 @@ translate_column(PG_FUNCTION_ARGS)
 		ExtSpiFinish(level);
 	}
 
+	/*
+	 * Citus: the trigger would run on the shards, on the workers, whose
+	 * queue is not ours; a distributed table is backfilled from the
+	 * coordinator only (README: Scaling out on Citus).
+	 */
+	if (keep_in_sync)
+	{
+		int			level = ExtSpiConnect();
+		Oid			t[1] = {OIDOID};
+		Datum		v[1] = {ObjectIdGetDatum(relid)};
+
+		if (SPI_execute("SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL", true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look for Citus");
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool) {false})))
+		{
+			if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1 AND partmethod <> 'n'",
+									  1, t, v, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up the table in Citus");
+			if (SPI_processed > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("keep_in_sync is not supported on a Citus distributed table"),
+						 errdetail("Its trigger would run on the shards, on the worker nodes."),
+						 errhint("Pass keep_in_sync => false, and declare the job again after loading rows.")));
+		}
+		ExtSpiFinish(level);
+	}
+
 	/* one job per target column */
 	{
 		Oid			t[2] = {OIDOID, TEXTOID};

@@ -11,7 +11,7 @@
 \set root `pwd`
 SET client_min_messages = warning;
 CREATE EXTENSION pgtap;
-SELECT plan(22);
+SELECT plan(25);
 
 -- what a user runs, on the coordinator
 CREATE EXTENSION transformer;
@@ -85,6 +85,15 @@ INSERT INTO docs (id, de, en) SELECT id, de, translate(de, 'multi30k_de_en') FRO
 UPDATE docs_local SET en = translate(de, 'multi30k_de_en');
 SELECT is((SELECT array_agg(en ORDER BY id) FROM docs), (SELECT array_agg(en ORDER BY id) FROM docs_local),
   'the translations written on the workers: identical to one node''s UPDATE');
+
+-- a background job on the distributed table, from the coordinator (issue 25)
+UPDATE docs SET en = NULL;
+SELECT throws_ok($$SELECT translate_column('docs', 'de', 'en', 'multi30k_de_en')$$, '0A000',
+  'keep_in_sync is not supported on a Citus distributed table', 'keep_in_sync is refused on a distributed table');
+SELECT translate_column('docs', 'de', 'en', 'multi30k_de_en', keep_in_sync => false, workers => 2) AS job \gset
+SELECT ok(wait_for_job(:job, '5 min'), 'a job on the distributed table finishes');
+SELECT is((SELECT array_agg(en ORDER BY id) FROM docs), (SELECT array_agg(en ORDER BY id) FROM docs_local),
+  'its workers wrote every shard''s rows: identical to one node''s UPDATE');
 
 -- BLEU and chrF as partial aggregates
 SELECT matches(pg_temp.plan($$SELECT bleu(en, ref), chrf(en, ref) FROM docs$$),

@@ -22,7 +22,9 @@ German sentences of Multi30k train, five scenarios, each in its own database:
      waiting column says so), and wait_for_job() starts it once the first
      job's workers leave.
 
-    test/jobs/run.py        (root; python3-psycopg2; the installed extension)
+    test/jobs/run.py [--log FILE] [--only N[,N...]]
+        root; python3-psycopg2; the installed extension.  --log: a copy of
+        the whole server log; --only: run these scenarios (1-5) alone
 
 Exit status 1 with a message (and the tail of the server log) on any
 failed check.  PGHOST, PGPORT etc. of the environment are ignored.
@@ -31,6 +33,7 @@ import gzip
 import os
 import pwd
 import random
+import re
 import shutil
 import signal
 import socket
@@ -146,6 +149,7 @@ class Cluster:
 
 
 C = None        # the Cluster
+SAVE_LOG = None
 
 
 def connect(db, app="jobs test", timeout_ms=240000):
@@ -165,6 +169,13 @@ def connect_retry(db, within=30, **kw):
             if time.time() > deadline:
                 raise Failure("could not connect to database %s for %d s: %s" % (db, within, str(e).strip()))
             time.sleep(0.2)
+
+
+def lost(c, e):
+    """Whether error e on connection c is the server going away (a crash restart, a shutdown):
+    psycopg2 reports a connection lost in the middle of a statement as DatabaseError too."""
+    return (isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError)) or c is None or c.closed != 0
+            or "server closed the connection" in str(e) or "terminating connection" in str(e))
 
 
 def q(c, sql, *args):
@@ -235,7 +246,9 @@ def poll_done(db, job, timeout, what):
                 return last
             if last["state"] in ("failed", "cancelled", "paused"):
                 break
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+        except (psycopg2.DatabaseError, psycopg2.InterfaceError) as e:
+            if not lost(c, e):
+                raise
             close(c)
             c = None
         time.sleep(0.2)
@@ -316,8 +329,10 @@ class Writer(threading.Thread):
                 else:
                     one(c, "DELETE FROM docs WHERE id = (SELECT id FROM docs ORDER BY random() LIMIT 1)")
                 self.sh.count(op)
-            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            except (psycopg2.DatabaseError, psycopg2.InterfaceError) as e:
                 # the server crash-restarts: committed or not, the final check reads the table
+                if not lost(c, e):
+                    raise
                 self.sh.count("interrupted")
                 if c.closed or self.dead(c):
                     close(c)
@@ -331,7 +346,7 @@ class Writer(threading.Thread):
         try:
             one(c, "SELECT 1")
             return False
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+        except (psycopg2.DatabaseError, psycopg2.InterfaceError):
             return True
 
 
@@ -356,7 +371,9 @@ class Killer(threading.Thread):
                 c = connect_retry("s1", app="killer")
             try:
                 workers = job_workers(c)
-            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+            except (psycopg2.DatabaseError, psycopg2.InterfaceError) as e:
+                if not lost(c, e):
+                    raise
                 close(c)
                 c = None
                 continue
@@ -421,12 +438,14 @@ def scenario_kill_loop():
     # the backlog: wait_for_job, again if a connection drops
     t1 = time.time()
     deadline = time.time() + 200
-    ok = None
+    ok, c = None, None
     while ok is None:
         try:
             c = connect_retry("s1")
             ok = one(c, "SELECT wait_for_job(%s, '3 min')", job)
-        except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+        except (psycopg2.DatabaseError, psycopg2.InterfaceError) as e:
+            if not lost(c, e):
+                raise
             close(c)
             if time.time() > deadline:
                 raise Failure("kill loop: wait_for_job(%s) kept failing: %s" % (job, str(e).strip()))
@@ -448,7 +467,10 @@ def scenario_kill_loop():
     sigkills = [k for k in killer.kills if k[0] == "SIGKILL"]
     problems = []
     if unexplained:
-        problems.append("%d rows differ from translate(de) (first: %s)" % (len(unexplained), unexplained[:3]))
+        problems.append("%d rows differ from translate(de): %s" % (len(unexplained), "; ".join(
+            "id %d: de %r, en %r, translate(de) %r, written for this row: %s"
+            % (i, de, en, t, q(c, "SELECT de, at::time::text FROM writes WHERE id = %s ORDER BY at", i))
+            for i, de, en, t in unexplained[:3])))
     if errors:
         problems.append("%d error rows in transformer_job_errors (rows at fault: %d): %s"
                         % (len(errors), len(bad) - len(unexplained), errors[:5]))
@@ -623,7 +645,17 @@ def watchdog():
 
 
 def main():
-    global C
+    global C, SAVE_LOG
+    args, only = sys.argv[1:], None
+    while args:
+        if args[0] == "--log" and len(args) > 1:
+            SAVE_LOG = os.path.abspath(args[1])
+        elif args[0] == "--only" and len(args) > 1 and re.fullmatch(r"[1-5](,[1-5])*", args[1]):
+            only = set(int(n) for n in args[1].split(","))
+        else:
+            sys.exit("usage: test/jobs/run.py [--log FILE] [--only N[,N...]]\n"
+                     "  --log FILE  a copy of the whole server log;  --only  the scenarios 1-5 to run")
+        args = args[2:]
     if os.geteuid() != 0:
         sys.exit("jobs: run as root (the cluster runs as postgres, and the test kills its processes)")
     t0 = time.time()
@@ -647,11 +679,11 @@ def main():
         version = one(c, "SELECT extversion FROM pg_extension WHERE extname = 'transformer'")
         close(c)
         log("jobs: private cluster on port %d, transformer %s, %s" % (C.port, version, MODEL))
-        scenario_kill_loop()
-        scenario_crash_no_use()
-        scenario_clean_restart()
-        scenario_preload()
-        scenario_no_slot()
+        scenarios = [scenario_kill_loop, scenario_crash_no_use, scenario_clean_restart, scenario_preload,
+                     scenario_no_slot]
+        for n, scenario in enumerate(scenarios, 1):
+            if only is None or n in only:
+                scenario()
     except Failure as e:
         log("jobs: FAILED: %s" % e)
         log("--- server log (tail) ---\n" + C.log_tail())
@@ -662,8 +694,11 @@ def main():
         log("--- server log (tail) ---\n" + C.log_tail())
         return 1
     finally:
+        if SAVE_LOG:
+            with open(SAVE_LOG, "w") as f:
+                f.write(C.log_text())
         C.cleanup()
-    log("jobs: 5 scenarios passed in %.0f s" % (time.time() - t0))
+    log("jobs: %d scenarios passed in %.0f s" % (len(only) if only else 5, time.time() - t0))
     return 0
 
 
