@@ -27,3 +27,15 @@ INSERT INTO docs VALUES
   ('Ein Hund rennt über eine grüne Wiese.'),
   ('Mehrere Menschen stehen vor einem Gebäude und warten.');
 SELECT body, translate(body) FROM docs;
+
+\echo 'a whole table in the background: declare a job once, workers translate the column and keep it in sync'
+CREATE TABLE quickstart_docs (id int PRIMARY KEY, body text, en text);
+INSERT INTO quickstart_docs (id, body) SELECT row_number() OVER (), body FROM docs;
+SELECT translate_column('quickstart_docs', 'body', 'en') AS job \gset
+SELECT wait_for_job(:job, '2 min') AS backlog_done;
+INSERT INTO quickstart_docs VALUES (6, 'Ein kleines Mädchen isst ein Eis.', NULL);   -- queued by the job's trigger
+SELECT wait_for_job(:job, '2 min') AS in_sync;
+SELECT id, state, rows_done, rows_failed, rows_pending FROM transformer_jobs WHERE id = :job;
+SELECT id, body, en FROM quickstart_docs ORDER BY id;
+SELECT cancel_job(:job);
+DROP TABLE quickstart_docs;
