@@ -351,6 +351,12 @@ def main():
                         if what == "so":
                             shutil.copy2(so, os.path.join(server.pkglib, "transformer.so"))
                             server.clear_weight_files()
+                            if m["file"].startswith("sql/"):
+                                # a mutated install script: the built one replaces the installed one
+                                ext = os.path.join(server.root + pg_config("sharedir"), "extension")
+                                for f in os.listdir(os.path.join(tree, "sql")):
+                                    if f.startswith("transformer--") and f.endswith(".sql"):
+                                        shutil.copy2(os.path.join(tree, "sql", f), ext)
                     ok, dt, out = suite.run(t)
                     if not ok:
                         caught.append(t)
@@ -370,6 +376,13 @@ def main():
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(orig)
                 os.utime(path)
+                if m["file"].startswith("sql/"):
+                    # the unmutated install script back in place for the next mutant
+                    build(tree, "so")
+                    ext = os.path.join(server.root + pg_config("sharedir"), "extension")
+                    for f in os.listdir(os.path.join(tree, "sql")):
+                        if f.startswith("transformer--") and f.endswith(".sql"):
+                            shutil.copy2(os.path.join(tree, "sql", f), ext)
     finally:
         server.stop("immediate")
 

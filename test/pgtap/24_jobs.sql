@@ -11,8 +11,9 @@
 
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS transformer CASCADE;
-DROP TABLE IF EXISTS jdocs, jcheck, jpair, juniq, jnokey, jnullkey, jshared, jbob CASCADE;
+DROP TABLE IF EXISTS jlog, jdocs, jcheck, jpair, juniq, jnokey, jnullkey, jshared, jbob CASCADE;
 DROP VIEW IF EXISTS jview;
+DROP FUNCTION IF EXISTS jwho(), jlog();
 DO $$
 DECLARE r text;
 BEGIN
@@ -25,7 +26,7 @@ BEGIN
 END $$;
 CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
-SELECT plan(60);
+SELECT plan(65);
 
 CREATE FUNCTION pg_temp.wait_idle() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -98,6 +99,27 @@ SELECT is((SELECT count(*) FROM jdocs WHERE id <> 4 AND en IS DISTINCT FROM tran
   'inserted rows, changed sources and cleared targets are translated again; a NULL source gives a NULL target');
 SELECT is((SELECT en FROM jdocs WHERE id = 1), translate('Ein Junge springt ins Wasser.', 'multi30k_de_en'),
   'the new source''s translation, not the old one''s');
+
+-- a source changed while its old text is being translated never gets the old
+-- translation: hold the row while the worker translates it, then commit a new source
+CREATE TABLE jlog (id int, de text, en text);
+CREATE FUNCTION jlog() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.en IS DISTINCT FROM OLD.en THEN INSERT INTO jlog VALUES (NEW.id, NEW.de, NEW.en); END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER jlog BEFORE UPDATE ON jdocs FOR EACH ROW EXECUTE FUNCTION jlog();
+INSERT INTO jdocs VALUES (50, 'Ein Pferd steht auf der Weide.', NULL);
+BEGIN;
+UPDATE jdocs SET de = 'Ein Fisch schwimmt im Aquarium.' WHERE id = 50;
+SELECT pg_sleep(3) \g /dev/null
+COMMIT;
+SELECT ok(wait_for_job(:job, '2 min'), 'the changed row is translated again');
+SELECT is((SELECT en FROM jdocs WHERE id = 50), translate('Ein Fisch schwimmt im Aquarium.', 'multi30k_de_en'),
+  'with the new source''s translation');
+SELECT is((SELECT array_agg(en) FROM jlog WHERE en IS DISTINCT FROM translate(de, 'multi30k_de_en')), NULL,
+  'no write ever put a translation beside another source (the write compares the source it translated)');
+DROP TRIGGER jlog ON jdocs;
 
 -- 4. pause, resume, cancel
 SELECT pause_job(:job);
@@ -190,6 +212,17 @@ SELECT is((SELECT array_agg(DISTINCT who) FROM jshared WHERE who IS NOT NULL), A
 SET ROLE tf_job_bob;
 SELECT throws_ok($$SELECT translate_column('jshared', 'de', 'en', 'multi30k_de_en', keep_in_sync => false)$$, '42501',
   NULL, 'a role without privileges on the table cannot declare a job on it');
+RESET ROLE;
+GRANT SELECT (id, en), UPDATE (en) ON jshared TO tf_job_bob;
+SET ROLE tf_job_bob;
+SELECT throws_ok($$SELECT translate_column('jshared', 'de', 'en', 'multi30k_de_en', keep_in_sync => false)$$, '42501',
+  'permission denied for table jshared', 'nor a role that may not read the source column');
+RESET ROLE;
+GRANT SELECT (de) ON jshared TO tf_job_bob;
+REVOKE UPDATE ON jshared FROM tf_job_bob;
+SET ROLE tf_job_bob;
+SELECT throws_ok($$SELECT translate_column('jshared', 'de', 'en', 'multi30k_de_en', keep_in_sync => false)$$, '42501',
+  'permission denied for table jshared', 'nor a role that may read every column but not update the target');
 SELECT is((SELECT count(*) FROM transformer_jobs), 0::bigint, 'a role sees none of the others'' jobs');
 SELECT throws_ok('SELECT pause_job(' || :ajob || ')', '42704', NULL, 'nor may it pause them');
 SELECT throws_ok('SELECT cancel_job(' || :ajob || ')', '42704', NULL, 'nor cancel them');
@@ -207,7 +240,8 @@ SELECT ok(pg_temp.wait_idle(), 'every worker leaves once its job is cancelled');
 
 SELECT * FROM finish();
 DROP EXTENSION transformer CASCADE;
-DROP TABLE jdocs, jcheck, jpair, juniq, jnokey, jnullkey, jshared CASCADE;
+DROP TABLE jlog, jdocs, jcheck, jpair, juniq, jnokey, jnullkey, jshared CASCADE;
 DROP FUNCTION jwho();
+DROP FUNCTION jlog();
 DROP OWNED BY tf_job_nologin;
 DROP ROLE tf_job_alice, tf_job_bob, tf_job_watcher, tf_job_nologin;
