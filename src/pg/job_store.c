@@ -129,7 +129,8 @@ LaunchJobWorkers(int64 job, Oid owner, int workers)
 		BackgroundWorker w;
 		JobWorkerArgs args;
 
-		if (worker_running(job, k))
+		/* (a worker holds its own lock: LockAcquire() would succeed for it) */
+		if ((am_job_worker && my_job == job && my_worker == k) || worker_running(job, k))
 			continue;
 		memset(&w, 0, sizeof(w));
 		w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;

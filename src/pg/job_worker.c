@@ -58,6 +58,8 @@ PGDLLEXPORT void transformer_job_resumer(Datum main_arg);
 PGDLLEXPORT void transformer_job_launcher(Datum main_arg);
 
 bool		am_job_worker = false;
+int64		my_job = 0;
+int			my_worker = 0;
 int			job_naptime_ms = 1000;
 
 /* ------------------------------------------------------------ one batch */
@@ -294,7 +296,22 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 			rows[n++].key = k;
 	}
 
-	if (n == 0 && SPI_processed == 0)
+	/*
+	 * A full batch while syncing (a bulk load): worker 1 starts its
+	 * siblings again, at most every 5 s; they leave once the queue is empty.
+	 */
+	if (SPI_processed == (uint64) job.batch_size && a->worker == 1 && job.workers > 1)
+	{
+		static TimestampTz next_launch = 0;
+
+		if (GetCurrentTimestamp() >= next_launch)
+		{
+			SetJobWaiting(a->job, LaunchJobWorkers(a->job, job.owner, job.workers), job.workers);
+			next_launch = GetCurrentTimestamp() + 5 * USECS_PER_SEC;
+		}
+	}
+
+	if (n == 0)
 	{
 		Oid			t[1] = {INT8OID};
 		Datum		v[1] = {Int64GetDatum(a->job)};
@@ -642,6 +659,8 @@ transformer_job_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(a.dboid, a.owner, 0);
 	(void) count_start(&a, true);
 	am_job_worker = true;
+	my_job = a.job;
+	my_worker = a.worker;
 
 	snprintf(name, sizeof(name), "transformer job " INT64_FORMAT " worker %d", a.job, a.worker);
 	SetConfigOption("application_name", name, PGC_USERSET, PGC_S_SESSION);

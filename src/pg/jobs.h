@@ -86,8 +86,10 @@ extern void MaybeResumeJobs(void);
 /* The launcher for shared_preload_libraries (job_worker.c) */
 extern void RegisterJobLauncher(void);
 
-/* True in our own job workers (they never resume jobs) */
+/* True in our own job workers (they never resume jobs); the job and slot of this one */
 extern bool am_job_worker;
+extern int64 my_job;
+extern int	my_worker;
 
 /* transformer.job_naptime: how often an idle keep_in_sync worker looks at its queue (ms) */
 extern int	job_naptime_ms;
