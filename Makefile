@@ -143,6 +143,15 @@ crash:
 	test/crash/run.sh
 .PHONY: crash
 
+# Background translation jobs in a private cluster: a kill loop with writers, crash and clean restarts,
+# shared_preload_libraries, no free slot (root or postgres; python3-psycopg2)
+jobs:
+	$(PYTHON) test/jobs/run.py
+# the restarts alone (kill -9, pg_ctl restart), for make mutation
+jobs-restart:
+	$(PYTHON) test/jobs/run.py --only 2,3
+.PHONY: jobs jobs-restart
+
 # An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:
 	test/citus/run.sh
@@ -186,8 +195,8 @@ check-cycles:
 	$(PYTHON) tools/check_include_cycles.py src
 .PHONY: check-cycles
 
-# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, browser
-test: check-core check-cycles unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash browser mutation citus
+# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, jobs, browser
+test: check-core check-cycles unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:

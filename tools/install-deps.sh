@@ -7,9 +7,9 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev libicu-dev
       postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium
-      clang libclang-rt-14-dev llvm python3 git"
+      clang libclang-rt-14-dev llvm python3 python3-psycopg2 git"
 # clang, libclang-rt, llvm (its symbolizer): make sanitize
-# and make sanitize-server; python3 and git: make mutation
+# and make sanitize-server; python3 and git: make mutation; python3-psycopg2: make jobs
 if [ "${1:-}" = "--dev" ]; then
 	PKGS="$PKGS python3-torch python3-numpy python3-sentencepiece python3-nltk sentencepiece libdnnl-dev"
 fi

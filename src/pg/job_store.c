@@ -151,6 +151,8 @@ LaunchJobWorkers(int64 job, Oid owner, int workers)
 		if (!RegisterDynamicBackgroundWorker(&w, NULL))
 			missing++;
 	}
+	if (missing > 0)
+		MarkJobsWaiting(MyDatabaseId);	/* retried as slots free (job_worker.c) */
 	return missing;
 }
 

@@ -58,6 +58,7 @@ PGDLLEXPORT void transformer_job_resumer(Datum main_arg);
 PGDLLEXPORT void transformer_job_launcher(Datum main_arg);
 
 bool		am_job_worker = false;
+static bool first_batch = true;
 int64		my_job = 0;
 int			my_worker = 0;
 int			job_naptime_ms = 1000;
@@ -297,13 +298,16 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 	}
 
 	/*
-	 * A full batch while syncing (a bulk load): worker 1 starts its
-	 * siblings again, at most every 5 s; they leave once the queue is empty.
+	 * Worker 1 starts its missing siblings (and says in the job row which
+	 * wait for a slot) when it starts, and again on a full batch (a bulk
+	 * load while syncing), at most every 5 s; they leave once the queue is
+	 * empty.
 	 */
-	if (SPI_processed == (uint64) job.batch_size && a->worker == 1 && job.workers > 1)
+	if (a->worker == 1 && (first_batch || (SPI_processed == (uint64) job.batch_size && job.workers > 1)))
 	{
 		static TimestampTz next_launch = 0;
 
+		first_batch = false;
 		if (GetCurrentTimestamp() >= next_launch)
 		{
 			SetJobWaiting(a->job, LaunchJobWorkers(a->job, job.owner, job.workers), job.workers);
@@ -355,7 +359,12 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 		Datum		v[1] = {CStringGetTextDatum(rows[i].key)};
 		bool		isnull;
 
-		if (SPI_execute_plan(read_plan, v, NULL, true, 1) != SPI_OK_SELECT)
+		/*
+		 * A fresh snapshot (read_only false): the transaction's first one is
+		 * older than the claim, and would miss rows inserted or changed
+		 * between them, whose keys the claim took.
+		 */
+		if (SPI_execute_plan(read_plan, v, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not read a row of job " INT64_FORMAT, a->job);
 		rows[i].exists = SPI_processed > 0;
 		if (rows[i].exists)
@@ -495,6 +504,10 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 }
 
 /* ------------------------------------------------------------ the worker */
+
+static void retry_waiting(Oid db);
+static Oid	next_waiting(void);
+static void run_resumer(Oid db);
 
 /* The job failed as a whole: say why in its row, and leave (an error here too: just leave). */
 static void
@@ -728,6 +741,7 @@ transformer_job_main(Datum main_arg)
 			break;
 		if (r == BATCH_IDLE)
 		{
+			retry_waiting(a.dboid);	/* another job of this database may wait for a slot */
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 job_naptime_ms, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
@@ -738,13 +752,19 @@ transformer_job_main(Datum main_arg)
 
 /* ------------------------------------------------------------ resuming after a start */
 
-/* Databases whose jobs were resumed since the server started (spare shared memory) */
+/*
+ * Databases whose jobs were resumed since the server started, and those
+ * with jobs whose workers found no free slot (spare shared memory)
+ */
 #define MAX_RESUMED_DBS 256
+#define MAX_WAITING_DBS 64
 typedef struct ResumedDatabases
 {
 	slock_t		mutex;
 	int			n;
 	Oid			db[MAX_RESUMED_DBS];
+	int			nwaiting;
+	Oid			waiting[MAX_WAITING_DBS];
 } ResumedDatabases;
 
 static ResumedDatabases *
@@ -761,6 +781,7 @@ resumed_databases(void)
 		{
 			SpinLockInit(&shared->mutex);
 			shared->n = 0;
+			shared->nwaiting = 0;
 		}
 		LWLockRelease(AddinShmemInitLock);
 	}
@@ -796,8 +817,40 @@ unclaim_resume(Oid db)
 	SpinLockRelease(&r->mutex);
 }
 
+void
+MarkJobsWaiting(Oid db)
+{
+	ResumedDatabases *r = resumed_databases();
+	bool		known = false;
+
+	SpinLockAcquire(&r->mutex);
+	for (int i = 0; i < r->nwaiting; i++)
+		known |= r->waiting[i] == db;
+	if (!known && r->nwaiting < MAX_WAITING_DBS)
+		r->waiting[r->nwaiting++] = db;
+	SpinLockRelease(&r->mutex);
+}
+
+/* Whether db has jobs waiting for a slot (and forget it: the caller retries). */
 static bool
-register_resumer(Oid db)
+take_waiting(Oid db)
+{
+	ResumedDatabases *r = resumed_databases();
+	bool		found = false;
+
+	SpinLockAcquire(&r->mutex);
+	for (int i = 0; i < r->nwaiting && !found; i++)
+		if (r->waiting[i] == db || db == InvalidOid)
+		{
+			found = true;
+			r->waiting[i] = r->waiting[--r->nwaiting];
+		}
+	SpinLockRelease(&r->mutex);
+	return found;
+}
+
+static bool
+register_resumer_with(Oid db, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker w;
 
@@ -810,20 +863,45 @@ register_resumer(Oid db)
 	snprintf(w.bgw_name, BGW_MAXLEN, "transformer job resumer for database %u", db);
 	strlcpy(w.bgw_type, "transformer job resumer", BGW_MAXLEN);
 	w.bgw_main_arg = ObjectIdGetDatum(db);
-	return RegisterDynamicBackgroundWorker(&w, NULL);
+	w.bgw_notify_pid = handle ? MyProcPid : 0;
+	return RegisterDynamicBackgroundWorker(&w, handle);
+}
+
+static bool
+register_resumer(Oid db)
+{
+	return register_resumer_with(db, NULL);
+}
+
+/* A resumer for db if it has jobs waiting for a slot (none free: it stays marked). */
+static void
+retry_waiting(Oid db)
+{
+	if (take_waiting(db) && !register_resumer(db))
+		MarkJobsWaiting(db);
 }
 
 void
 MaybeResumeJobs(void)
 {
 	static bool done_here = false;
+	static TimestampTz next_retry = 0;
 
-	if (done_here || am_job_worker || IsBackgroundWorker || IsParallelWorker() || !IsUnderPostmaster ||
+	if (am_job_worker || IsBackgroundWorker || IsParallelWorker() || !IsUnderPostmaster ||
 		!OidIsValid(MyDatabaseId))
 		return;
-	done_here = true;
-	if (claim_resume(MyDatabaseId) && !register_resumer(MyDatabaseId))
-		unclaim_resume(MyDatabaseId);	/* no slot: the next use tries again */
+	if (!done_here)
+	{
+		done_here = true;
+		if (claim_resume(MyDatabaseId) && !register_resumer(MyDatabaseId))
+			unclaim_resume(MyDatabaseId);	/* no slot: the next use tries again */
+	}
+	/* jobs of this database waiting for a slot: at most every 2 s per backend */
+	if (GetCurrentTimestamp() >= next_retry)
+	{
+		next_retry = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
+		retry_waiting(MyDatabaseId);
+	}
 }
 
 /*
@@ -870,6 +948,7 @@ transformer_job_resumer(Datum main_arg)
 				int			workers = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
 				int			missing = LaunchJobWorkers(id, role, workers);
 
+				SetJobWaiting(id, missing, workers);
 				if (missing > 0)
 					ereport(LOG,
 							(errmsg("transformer job " INT64_FORMAT ": %d of %d workers found no free background worker slot",
@@ -884,9 +963,45 @@ transformer_job_resumer(Datum main_arg)
 	proc_exit(0);
 }
 
+/* The first database with jobs waiting for a slot, forgotten (InvalidOid: none). */
+static Oid
+next_waiting(void)
+{
+	ResumedDatabases *r = resumed_databases();
+	Oid			db = InvalidOid;
+
+	SpinLockAcquire(&r->mutex);
+	if (r->nwaiting > 0)
+	{
+		db = r->waiting[0];
+		r->waiting[0] = r->waiting[--r->nwaiting];
+	}
+	SpinLockRelease(&r->mutex);
+	return db;
+}
+
+/*
+ * A resumer for db, waited for: one at a time, so that resumers never take
+ * the slots their jobs' workers need.  No slot: db is marked to try again.
+ */
+static void
+run_resumer(Oid db)
+{
+	BackgroundWorkerHandle *handle;
+
+	if (!register_resumer_with(db, &handle))
+	{
+		MarkJobsWaiting(db);
+		return;
+	}
+	(void) WaitForBackgroundWorkerShutdown(handle);
+}
+
 /*
  * The launcher (shared_preload_libraries only): once the server accepts
- * connections, a resumer for every database that allows them.
+ * connections, a resumer for every database that allows them, one after
+ * the other; then it stays, and every 5 s starts the jobs that waited for
+ * a free slot.
  */
 void
 transformer_job_launcher(Datum main_arg)
@@ -920,24 +1035,21 @@ transformer_job_launcher(Datum main_arg)
 	{
 		Oid			db = lfirst_oid(lc);
 
-		if (!claim_resume(db))
-			continue;
-		/* a resumer per database in turn: they hold a slot for a moment each */
-		for (int tries = 0; !register_resumer(db); tries++)
-		{
-			if (tries >= 600)
-			{
-				unclaim_resume(db);
-				ereport(LOG,
-						(errmsg("transformer: no free background worker slot to resume the jobs of database %u", db)));
-				break;
-			}
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
+		if (claim_resume(db))
+			run_resumer(db);
 	}
-	proc_exit(0);
+
+	/* then, as long as the server runs: the databases whose jobs wait for a slot */
+	for (;;)
+	{
+		Oid			db;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		while ((db = next_waiting()) != InvalidOid)
+			run_resumer(db);
+	}
 }
 
 void
@@ -948,9 +1060,9 @@ RegisterJobLauncher(void)
 	memset(&w, 0, sizeof(w));
 	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
 	strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
 	strlcpy(w.bgw_function_name, "transformer_job_launcher", BGW_MAXLEN);
+	w.bgw_restart_time = 10;	/* and after a crash */
 	strlcpy(w.bgw_name, "transformer job launcher", BGW_MAXLEN);
 	strlcpy(w.bgw_type, "transformer job launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&w);

@@ -614,7 +614,13 @@ wait_for_job(PG_FUNCTION_ARGS)
 		{
 			if (strcmp(job.state, "done") == 0)
 				job.workers = 1;	/* rows requeued after the end (a stale write) */
-			SetJobWaiting(id, LaunchJobWorkers(id, job.owner, job.workers), job.workers);
+
+			/*
+			 * No write of the job row here: this transaction lasts as long
+			 * as the wait, and a worker's first batch updates that row.
+			 * Worker 1 says which workers wait for a slot.
+			 */
+			(void) LaunchJobWorkers(id, job.owner, job.workers);
 			next_launch = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
 		}
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)

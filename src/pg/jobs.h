@@ -83,6 +83,13 @@ extern void SetJobWaiting(int64 job, int missing, int workers);
  */
 extern void MaybeResumeJobs(void);
 
+/*
+ * Note that db has jobs whose workers found no free slot: the idle worker
+ * of any syncing job there, the next MaybeResumeJobs() there, and the
+ * launcher (shared_preload_libraries) retry them.
+ */
+extern void MarkJobsWaiting(Oid db);
+
 /* The launcher for shared_preload_libraries (job_worker.c) */
 extern void RegisterJobLauncher(void);
 

@@ -49,7 +49,8 @@ import traceback
 
 import psycopg2
 
-BIN = "/usr/lib/postgresql/15/bin"
+# the server binaries: PG_BINDIR (make mutation gives its relocated build), else the system's
+BIN = os.environ.get("PG_BINDIR", "/usr/lib/postgresql/15/bin")
 MODEL = "multi30k_de_en"
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_DE = os.path.join(HERE, "..", "..", "..", "shared", "data", "multi30k", "train.de.gz")
@@ -73,7 +74,8 @@ def log(*a):
 # ------------------------------------------------------------------ the cluster
 class Cluster:
     def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="transformer_jobs_")
+        # in /tmp, whatever TMPDIR says: postgres must reach it, and socket paths are short
+        self.tmp = tempfile.mkdtemp(prefix="transformer_jobs_", dir="/tmp")
         self.data = os.path.join(self.tmp, "data")
         self.sock = os.path.join(self.tmp, "sock")
         self.logfile = os.path.join(self.tmp, "server.log")
@@ -231,9 +233,13 @@ def job_row(c, job):
 
 
 def job_workers(c, job=None):
-    like = "transformer job %d worker %%" % job if job is not None else WORKER_LIKE
-    return q(c, "SELECT pid, application_name FROM pg_stat_activity "
-                "WHERE application_name LIKE %s OR backend_type LIKE %s ORDER BY pid", like, like)
+    """Job workers of the whole cluster; or of one job of c's database (job ids are per database)."""
+    if job is None:
+        return q(c, "SELECT pid, application_name FROM pg_stat_activity "
+                    "WHERE application_name LIKE %s OR backend_type LIKE %s ORDER BY pid", WORKER_LIKE, WORKER_LIKE)
+    like = "transformer job %d worker %%" % job
+    return q(c, "SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database() "
+                "AND (application_name LIKE %s OR backend_type LIKE %s) ORDER BY pid", like, like)
 
 
 def poll_done(db, job, timeout, what):
@@ -257,8 +263,10 @@ def poll_done(db, job, timeout, what):
             c = None
         time.sleep(0.2)
     close(c)
-    raise Failure("%s: job %s not done after %d s: %s; job workers now: %s"
-                  % (what, job, timeout, last, job_workers(connect_retry(db))))
+    c = connect_retry(db)
+    workers = job_workers(c)
+    close(c)
+    raise Failure("%s: job %s not done after %d s: %s; job workers now: %s" % (what, job, timeout, last, workers))
 
 
 def check_translated(c, table, job, what):
@@ -310,7 +318,7 @@ def wait_watched(db, job, timeout, limit):
                           "round(extract(epoch FROM clock_timestamp() - xact_start))::int "
                           "FROM pg_stat_activity WHERE (application_name LIKE %s OR backend_type LIKE %s) "
                           "AND %s = ANY (pg_blocking_pids(pid))", WORKER_LIKE, WORKER_LIKE, res["pid"]):
-                seen = "%s waits for a %s %s lock held by the wait_for_job() backend (pid %d) " \
+                seen = "%s waits (%s: %s) for the backend running wait_for_job() (pid %d) " \
                        "(its transaction %d s old)" % (r[0], r[1], r[2], res["pid"], r[4])
                 if not blocked or blocked[-1].split(" (its")[0] != seen.split(" (its")[0]:
                     blocked.append(seen)
@@ -504,7 +512,8 @@ def kill_loop_run(job, t0):
             ok = one(c, "SELECT wait_for_job(%s, '3 min')", job)
         except (psycopg2.DatabaseError, psycopg2.InterfaceError) as e:
             if not lost(c, e):
-                raise
+                raise Failure("kill loop: wait_for_job(%s, '3 min') raised: %s; job: %s"
+                              % (job, str(e).strip(), job_row(connect_retry("s1"), job)))
             close(c)
             if time.time() > deadline:
                 raise Failure("kill loop: wait_for_job(%s) kept failing: %s" % (job, str(e).strip()))
@@ -542,15 +551,15 @@ def kill_loop_run(job, t0):
     if not any(k[2] for k in sigkills) or crashes == 0:
         problems.append("no SIGKILL followed by a crash restart (kills: %s; crash restarts in the log: %d)"
                         % (killer.kills, crashes))
-    if problems:
-        raise Failure("kill loop (job %s, %s): %s" % (job, state, "; ".join(problems)))
-    close(c)
     s = sh.stats
-    log("jobs: kill loop: %.0f s, %d kills (%d SIGTERM, %d SIGKILL), %d crash restarts; writers: %d inserts, "
-        "%d updates, %d deletes, %d interrupted, %d reconnects; wait_for_job %.1f s; %d rows all = translate(de), "
-        "%d writes logged, none twice, queue empty, no error row"
-        % (loop_s, len(killer.kills), len(killer.kills) - len(sigkills), len(sigkills), crashes,
-           s["insert"], s["update"], s["delete"], s["interrupted"], s["reconnects"], wait_s, nrows, nwrites))
+    figures = ("%.0f s, %d kills (%d SIGTERM, %d SIGKILL), %d crash restarts; writers: %d inserts, %d updates, "
+               "%d deletes, %d interrupted, %d reconnects; wait_for_job %.1f s; %d rows, %d writes logged"
+               % (loop_s, len(killer.kills), len(killer.kills) - len(sigkills), len(sigkills), crashes,
+                  s["insert"], s["update"], s["delete"], s["interrupted"], s["reconnects"], wait_s, nrows, nwrites))
+    close(c)
+    if problems:
+        raise Failure("kill loop (%s; job %s %s): %s" % (figures, job, state, "; ".join(problems)))
+    log("jobs: kill loop: %s; all rows = translate(de), none written twice, queue empty, no error row" % figures)
 
 
 # ------------------------------------------------------------------ 2. kill -9, then only reads
@@ -635,7 +644,16 @@ def scenario_preload():
         close(c)
         C.restart()
         t1 = time.time()
-        r = poll_done("s4", job, 90, "shared_preload_libraries (resumed at start)")
+        try:
+            r = poll_done("s4", job, 90, "shared_preload_libraries (resumed at start)")
+        except Failure as e:
+            c = connect_retry("postgres")
+            dbs = one(c, "SELECT count(*) FROM pg_database WHERE datallowconn AND NOT datistemplate")
+            mwp = one(c, "SHOW max_worker_processes")
+            close(c)
+            raise Failure("%s (%d databases, max_worker_processes %s; the server log says: %s)"
+                          % (e, dbs, mwp, [ln.split(": ", 1)[-1] for ln in C.log_text().splitlines()
+                                           if "slot" in ln and "transformer" in ln][-3:] or "nothing about slots"))
         resumed_s = time.time() - t1
         c = connect("s4")
         n = check_translated(c, "t4", job, "shared_preload_libraries")

@@ -148,7 +148,8 @@ class Server:
                 os.chown(d, pw.pw_uid, pw.pw_gid)
         self.env = dict(os.environ, PGHOST=self.sock, PGPORT=str(self.port),
                         PGUSER=self.user or pwd.getpwuid(os.geteuid()).pw_name,
-                        PGDATABASE="postgres")
+                        PGDATABASE="postgres",
+                        PG_BINDIR=self.bindir)   # test/jobs/run.py's private clusters run this build
         for k in ("PGSERVICE", "PGPASSWORD", "PGOPTIONS"):
             self.env.pop(k, None)
 
