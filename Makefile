@@ -49,8 +49,9 @@ OBJS = \
 	src/pg/weight_files.o \
 	src/pg/input_limit.o \
 	src/pg/job_store.o \
-	src/pg/jobs.o \
-	src/pg/job_worker.o
+	src/pg/job_launch.o \
+	src/pg/sql_jobs.o \
+	src/worker/job_worker.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
 # install script of the default version.  Older versions keep only what the

@@ -8,7 +8,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -104,56 +103,6 @@ JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k)
 {
 	SET_LOCKTAG_ADVISORY(*tag, dboid, (uint32) job,
 						 ((uint32) (job >> 32) << 8) | (uint32) k, JOB_LOCK_CLASS);
-}
-
-/* Does some process hold worker k's lock (a worker running)? */
-static bool
-worker_running(int64 job, int k)
-{
-	LOCKTAG		tag;
-
-	JobLockTag(&tag, MyDatabaseId, job, k);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	LockRelease(&tag, ExclusiveLock, false);
-	return false;
-}
-
-int
-LaunchJobWorkers(int64 job, Oid owner, int workers)
-{
-	int			missing = 0;
-
-	for (int k = 1; k <= workers; k++)
-	{
-		BackgroundWorker w;
-		JobWorkerArgs args;
-
-		/* (a worker holds its own lock: LockAcquire() would succeed for it) */
-		if ((am_job_worker && my_job == job && my_worker == k) || worker_running(job, k))
-			continue;
-		memset(&w, 0, sizeof(w));
-		w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		/* restarted after a crash or a kill: without shared_preload_libraries too */
-		w.bgw_restart_time = 1;
-		strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
-		strlcpy(w.bgw_function_name, "transformer_job_main", BGW_MAXLEN);
-		snprintf(w.bgw_name, BGW_MAXLEN, "transformer job " INT64_FORMAT " worker %d", job, k);
-		strlcpy(w.bgw_type, w.bgw_name, BGW_MAXLEN);
-		args.dboid = MyDatabaseId;
-		args.owner = owner;
-		args.job = job;
-		args.worker = k;
-		StaticAssertStmt(sizeof(args) <= BGW_EXTRALEN, "job worker arguments too long");
-		memcpy(w.bgw_extra, &args, sizeof(args));
-		w.bgw_notify_pid = 0;
-		if (!RegisterDynamicBackgroundWorker(&w, NULL))
-			missing++;
-	}
-	if (missing > 0)
-		MarkJobsWaiting(MyDatabaseId);	/* retried as slots free (job_worker.c) */
-	return missing;
 }
 
 void

@@ -1,8 +1,8 @@
 /*
  * jobs.h
- *		Background translation jobs: the bookkeeping both sides share (job
- *		rows, locks, registering workers) between the SQL functions
- *		(jobs.c) and the background workers (job_worker.c).
+ *		Background translation jobs: what the SQL functions (sql_jobs.c) and
+ *		the background workers (src/worker/job_worker.c) share: job rows and
+ *		locks (job_store.c), starting the processes (job_launch.c).
  */
 #ifndef JOBS_H
 #define JOBS_H
@@ -90,8 +90,17 @@ extern void MaybeResumeJobs(void);
  */
 extern void MarkJobsWaiting(Oid db);
 
-/* The launcher for shared_preload_libraries (job_worker.c) */
+/* The launcher for shared_preload_libraries (its process: src/worker/job_worker.c) */
 extern void RegisterJobLauncher(void);
+
+/* For the resumer and the launcher (job_launch.c): db's jobs resumed since the start; false if they were already */
+extern bool ClaimResume(Oid db);
+/* A resumer for db if its jobs wait for a slot (none free: it stays marked) */
+extern void RetryWaitingJobs(Oid db);
+/* The next database whose jobs wait for a slot, forgotten; InvalidOid if none */
+extern Oid	NextWaitingDatabase(void);
+/* A resumer for db, and wait until it has exited */
+extern void RunResumer(Oid db);
 
 /* True in our own job workers (they never resume jobs); the job and slot of this one */
 extern bool am_job_worker;

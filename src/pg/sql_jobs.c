@@ -1,8 +1,8 @@
 /*
- * jobs.c
+ * sql_jobs.c
  *		The SQL surface of background translation jobs: translate_column(),
  *		wait_for_job(), pause/resume/cancel_job(), retry_job_errors(), and
- *		the sync trigger.  The workers are in job_worker.c.
+ *		the sync trigger.  The workers are in src/worker/job_worker.c.
  */
 #include "postgres.h"
 

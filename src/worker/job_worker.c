@@ -4,7 +4,7 @@
  *		autoprewarm do them: a worker per job and slot, running as the role
  *		that declared the job; a short-lived resumer per database after a
  *		server start; and, under shared_preload_libraries, a launcher that
- *		starts the resumers.
+ *		starts the resumers.  Registering them is src/pg/job_launch.c's.
  *
  *		A worker's batch is one transaction: it takes keys off the queue
  *		(FOR UPDATE SKIP LOCKED), translates their rows together, writes
@@ -57,11 +57,7 @@ PGDLLEXPORT void transformer_job_main(Datum main_arg);
 PGDLLEXPORT void transformer_job_resumer(Datum main_arg);
 PGDLLEXPORT void transformer_job_launcher(Datum main_arg);
 
-bool		am_job_worker = false;
 static bool first_batch = true;
-int64		my_job = 0;
-int			my_worker = 0;
-int			job_naptime_ms = 1000;
 
 /* ------------------------------------------------------------ one batch */
 
@@ -505,9 +501,6 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 
 /* ------------------------------------------------------------ the worker */
 
-static void retry_waiting(Oid db);
-static Oid	next_waiting(void);
-static void run_resumer(Oid db);
 
 /* The job failed as a whole: say why in its row, and leave (an error here too: just leave). */
 static void
@@ -741,167 +734,13 @@ transformer_job_main(Datum main_arg)
 			break;
 		if (r == BATCH_IDLE)
 		{
-			retry_waiting(a.dboid);	/* another job of this database may wait for a slot */
+			RetryWaitingJobs(a.dboid);	/* another job of this database may wait for a slot */
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 job_naptime_ms, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 		}
 	}
 	proc_exit(0);
-}
-
-/* ------------------------------------------------------------ resuming after a start */
-
-/*
- * Databases whose jobs were resumed since the server started, and those
- * with jobs whose workers found no free slot (spare shared memory)
- */
-#define MAX_RESUMED_DBS 256
-#define MAX_WAITING_DBS 64
-typedef struct ResumedDatabases
-{
-	slock_t		mutex;
-	int			n;
-	Oid			db[MAX_RESUMED_DBS];
-	int			nwaiting;
-	Oid			waiting[MAX_WAITING_DBS];
-} ResumedDatabases;
-
-static ResumedDatabases *
-resumed_databases(void)
-{
-	static ResumedDatabases *shared = NULL;
-	bool		found;
-
-	if (shared == NULL)
-	{
-		LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-		shared = ShmemInitStruct("transformer resumed databases", sizeof(ResumedDatabases), &found);
-		if (!found)
-		{
-			SpinLockInit(&shared->mutex);
-			shared->n = 0;
-			shared->nwaiting = 0;
-		}
-		LWLockRelease(AddinShmemInitLock);
-	}
-	return shared;
-}
-
-/* Marks db resumed; false if it already was. */
-static bool
-claim_resume(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		claimed = true;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->n; i++)
-		if (r->db[i] == db)
-			claimed = false;
-	if (claimed && r->n < MAX_RESUMED_DBS)
-		r->db[r->n++] = db;
-	SpinLockRelease(&r->mutex);
-	return claimed;
-}
-
-static void
-unclaim_resume(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->n; i++)
-		if (r->db[i] == db)
-			r->db[i] = r->db[--r->n];
-	SpinLockRelease(&r->mutex);
-}
-
-void
-MarkJobsWaiting(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		known = false;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->nwaiting; i++)
-		known |= r->waiting[i] == db;
-	if (!known && r->nwaiting < MAX_WAITING_DBS)
-		r->waiting[r->nwaiting++] = db;
-	SpinLockRelease(&r->mutex);
-}
-
-/* Whether db has jobs waiting for a slot (and forget it: the caller retries). */
-static bool
-take_waiting(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		found = false;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->nwaiting && !found; i++)
-		if (r->waiting[i] == db || db == InvalidOid)
-		{
-			found = true;
-			r->waiting[i] = r->waiting[--r->nwaiting];
-		}
-	SpinLockRelease(&r->mutex);
-	return found;
-}
-
-static bool
-register_resumer_with(Oid db, BackgroundWorkerHandle **handle)
-{
-	BackgroundWorker w;
-
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "transformer_job_resumer", BGW_MAXLEN);
-	snprintf(w.bgw_name, BGW_MAXLEN, "transformer job resumer for database %u", db);
-	strlcpy(w.bgw_type, "transformer job resumer", BGW_MAXLEN);
-	w.bgw_main_arg = ObjectIdGetDatum(db);
-	w.bgw_notify_pid = handle ? MyProcPid : 0;
-	return RegisterDynamicBackgroundWorker(&w, handle);
-}
-
-static bool
-register_resumer(Oid db)
-{
-	return register_resumer_with(db, NULL);
-}
-
-/* A resumer for db if it has jobs waiting for a slot (none free: it stays marked). */
-static void
-retry_waiting(Oid db)
-{
-	if (take_waiting(db) && !register_resumer(db))
-		MarkJobsWaiting(db);
-}
-
-void
-MaybeResumeJobs(void)
-{
-	static bool done_here = false;
-	static TimestampTz next_retry = 0;
-
-	if (am_job_worker || IsBackgroundWorker || IsParallelWorker() || !IsUnderPostmaster ||
-		!OidIsValid(MyDatabaseId))
-		return;
-	if (!done_here)
-	{
-		done_here = true;
-		if (claim_resume(MyDatabaseId) && !register_resumer(MyDatabaseId))
-			unclaim_resume(MyDatabaseId);	/* no slot: the next use tries again */
-	}
-	/* jobs of this database waiting for a slot: at most every 2 s per backend */
-	if (GetCurrentTimestamp() >= next_retry)
-	{
-		next_retry = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
-		retry_waiting(MyDatabaseId);
-	}
 }
 
 /*
@@ -918,7 +757,7 @@ transformer_job_resumer(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
 	am_job_worker = true;
-	(void) claim_resume(db);
+	(void) ClaimResume(db);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -963,40 +802,6 @@ transformer_job_resumer(Datum main_arg)
 	proc_exit(0);
 }
 
-/* The first database with jobs waiting for a slot, forgotten (InvalidOid: none). */
-static Oid
-next_waiting(void)
-{
-	ResumedDatabases *r = resumed_databases();
-	Oid			db = InvalidOid;
-
-	SpinLockAcquire(&r->mutex);
-	if (r->nwaiting > 0)
-	{
-		db = r->waiting[0];
-		r->waiting[0] = r->waiting[--r->nwaiting];
-	}
-	SpinLockRelease(&r->mutex);
-	return db;
-}
-
-/*
- * A resumer for db, waited for: one at a time, so that resumers never take
- * the slots their jobs' workers need.  No slot: db is marked to try again.
- */
-static void
-run_resumer(Oid db)
-{
-	BackgroundWorkerHandle *handle;
-
-	if (!register_resumer_with(db, &handle))
-	{
-		MarkJobsWaiting(db);
-		return;
-	}
-	(void) WaitForBackgroundWorkerShutdown(handle);
-}
-
 /*
  * The launcher (shared_preload_libraries only): once the server accepts
  * connections, a resumer for every database that allows them, one after
@@ -1035,8 +840,8 @@ transformer_job_launcher(Datum main_arg)
 	{
 		Oid			db = lfirst_oid(lc);
 
-		if (claim_resume(db))
-			run_resumer(db);
+		if (ClaimResume(db))
+			RunResumer(db);
 	}
 
 	/* then, as long as the server runs: the databases whose jobs wait for a slot */
@@ -1047,23 +852,7 @@ transformer_job_launcher(Datum main_arg)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5000, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		while ((db = next_waiting()) != InvalidOid)
-			run_resumer(db);
+		while ((db = NextWaitingDatabase()) != InvalidOid)
+			RunResumer(db);
 	}
-}
-
-void
-RegisterJobLauncher(void)
-{
-	BackgroundWorker w;
-
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "transformer_job_launcher", BGW_MAXLEN);
-	w.bgw_restart_time = 10;	/* and after a crash */
-	strlcpy(w.bgw_name, "transformer job launcher", BGW_MAXLEN);
-	strlcpy(w.bgw_type, "transformer job launcher", BGW_MAXLEN);
-	RegisterBackgroundWorker(&w);
 }
