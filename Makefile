@@ -148,10 +148,12 @@ crash:
 # shared_preload_libraries, no free slot (root or postgres; python3-psycopg2)
 jobs:
 	$(PYTHON) test/jobs/run.py
-# the restarts alone (kill -9, pg_ctl restart), for make mutation
-jobs-restart:
-	$(PYTHON) test/jobs/run.py --only 2,3
-.PHONY: jobs jobs-restart
+# the restarts alone, for make mutation: kill -9 of a worker; pg_ctl restart
+jobs-crash:
+	$(PYTHON) test/jobs/run.py --only 2
+jobs-resume:
+	$(PYTHON) test/jobs/run.py --only 3
+.PHONY: jobs jobs-crash jobs-resume
 
 # An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:
@@ -304,7 +306,7 @@ fuzz-svg-label: test/fuzz/fuzz_svg_label
 
 # The core under AddressSanitizer and UndefinedBehaviorSanitizer (clang): the
 # unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
-SANITIZE_SECONDS ?= 30
+SANITIZE_SECONDS ?= 20
 SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm

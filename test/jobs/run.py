@@ -6,7 +6,7 @@ directory and port, fsync off), with the bundled model multi30k_de_en and
 German sentences of Multi30k train, five scenarios, each in its own database:
 
   1. kill loop: a keep_in_sync job with two workers on a table that two
-     writers INSERT into, UPDATE and DELETE from for 45 s, while a killer
+     writers INSERT into, UPDATE and DELETE from for 30 s, while a killer
      kills a job worker every 2-4 s, SIGTERM and SIGKILL in turn (a SIGKILL
      makes the postmaster crash-restart the whole server).  Afterwards
      wait_for_job() is true, every row holds translate(de), the queue is
@@ -55,7 +55,7 @@ MODEL = "multi30k_de_en"
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_DE = os.path.join(HERE, "..", "..", "..", "shared", "data", "multi30k", "train.de.gz")
 WORKER_LIKE = "transformer job % worker %"
-KILL_LOOP_SECONDS = 45
+KILL_LOOP_SECONDS = int(os.environ.get("JOBS_KILL_LOOP_SECONDS", "30"))   # 45 or more by hand
 WATCHDOG_SECONDS = 480          # the whole run, whatever happens
 
 # PGHOST, PGPORT, PGOPTIONS, PGDATABASE ... (pg_virtualenv's) must not reach libpq or pg_ctl
@@ -242,15 +242,23 @@ def job_workers(c, job=None):
                 "AND (application_name LIKE %s OR backend_type LIKE %s) ORDER BY pid", like, like)
 
 
+STALL_SECONDS = 10             # no row done for this long: nothing is working on the job
+
+
 def poll_done(db, job, timeout, what):
-    """Read the view (nothing else) until the job is done; reconnects after a crash."""
+    """Read the view (nothing else) until the job is done; reconnects after a crash.
+    Fails after timeout, or once rows_done has not moved for STALL_SECONDS (a
+    worker comes back within a second or two of a restart)."""
     deadline = time.time() + timeout
     c, last = None, None
-    while time.time() < deadline:
+    moved_at, done_before = time.time(), None
+    while time.time() < deadline and time.time() - moved_at < STALL_SECONDS:
         try:
             if c is None:
                 c = connect_retry(db, within=max(1, deadline - time.time()))
             last = job_row(c, job)
+            if last["rows_done"] != done_before:
+                moved_at, done_before = time.time(), last["rows_done"]
             if last["state"] == "done":
                 close(c)
                 return last
@@ -266,7 +274,8 @@ def poll_done(db, job, timeout, what):
     c = connect_retry(db)
     workers = job_workers(c)
     close(c)
-    raise Failure("%s: job %s not done after %d s: %s; job workers now: %s" % (what, job, timeout, last, workers))
+    raise Failure("%s: job %s not done (%d s at most, %d s without progress): %s; job workers now: %s"
+                  % (what, job, timeout, STALL_SECONDS, last, workers))
 
 
 def check_translated(c, table, job, what):
