@@ -6,7 +6,7 @@ directory and port, fsync off), with the bundled model multi30k_de_en and
 German sentences of Multi30k train, five scenarios, each in its own database:
 
   1. kill loop: a keep_in_sync job with two workers on a table that two
-     writers INSERT into, UPDATE and DELETE from for 30 s, while a killer
+     writers INSERT into, UPDATE and DELETE from for 20 s (JOBS_KILL_LOOP_SECONDS), while a killer
      kills a job worker every 2-4 s, SIGTERM and SIGKILL in turn (a SIGKILL
      makes the postmaster crash-restart the whole server).  Afterwards
      wait_for_job() is true, every row holds translate(de), the queue is
@@ -55,7 +55,7 @@ MODEL = "multi30k_de_en"
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_DE = os.path.join(HERE, "..", "..", "..", "shared", "data", "multi30k", "train.de.gz")
 WORKER_LIKE = "transformer job % worker %"
-KILL_LOOP_SECONDS = int(os.environ.get("JOBS_KILL_LOOP_SECONDS", "30"))   # 45 or more by hand
+KILL_LOOP_SECONDS = int(os.environ.get("JOBS_KILL_LOOP_SECONDS", "20"))   # 45 or more by hand
 WATCHDOG_SECONDS = 480          # the whole run, whatever happens
 
 # PGHOST, PGPORT, PGOPTIONS, PGDATABASE ... (pg_virtualenv's) must not reach libpq or pg_ctl

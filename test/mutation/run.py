@@ -39,7 +39,7 @@ CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", 
             "src/core/online_softmax.c", "src/core/weight_file.c", "src/core/model.c",
             "src/core/search.c", "src/core/logits.c", "src/core/metrics.c", "src/core/tokenize_13a.c", "src/core/spm_model.c",
             "src/core/protobuf.c"]
-SLOW_FACTOR, SLOW_EXTRA = 2.0, 10.0      # a test past twice its time + 10 s has caught a mutant
+SLOW_FACTOR, SLOW_EXTRA = 2.0, 6.0       # a test past twice its time + 6 s has caught a mutant
 
 
 def log(*a):

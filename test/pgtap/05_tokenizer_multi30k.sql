@@ -69,9 +69,10 @@ BEGIN
 END $$;
 ANALYZE sentences;
 ANALYZE expected;
-\set q 'SELECT count(*) FROM sentences s JOIN expected e USING (n) WHERE tok_digest(s.s, e.model) <> e.digest'
+-- every 8th sentence (32,000 tokenizations): the serial check above covers them all
+\set q 'SELECT count(*) FROM sentences s JOIN expected e USING (n) WHERE s.n % 8 = 0 AND tok_digest(s.s, e.model) <> e.digest'
 SELECT matches(pg_temp.explain_json(:'q'), '"Workers Launched": [12]', 'tokenizers load and run in parallel workers');
-SELECT is((:q)::int, 0, 'parity holds for all four models in a parallel plan');
+SELECT is((:q)::int, 0, 'parity holds for all four models in a parallel plan (every 8th sentence)');
 
 \else
 SELECT skip('../shared/data not found: Multi30k parity not tested', 8);

@@ -17,9 +17,14 @@ SELECT import_model(m, :'root' || '/test/fixtures/models/' || m) FROM unnest(ARR
 SET LOCAL transformer.max_length_factor = 0;
 
 CREATE TEMP TABLE fx AS SELECT c, n FROM jsonb_array_elements(pg_read_file(:'root' || '/test/fixtures/attention_maps.json')::jsonb) WITH ORDINALITY AS e(c, n);
+-- the maps first: unnested in one query with the fixtures, each element re-read its
+-- document (13.7 s; 0.25 s so)
+CREATE TEMP TABLE maps AS
+SELECT n, c->>'model' AS model, mp->>'stack' AS stack, (mp->>'layer')::int AS layer, mp->'weights' AS weights
+FROM fx, jsonb_array_elements(c->'maps') mp;
 CREATE TEMP TABLE want AS
-SELECT n, c->>'model' AS model, mp->>'stack' AS stack, (mp->>'layer')::int AS layer, h::int AS head, q::int AS query_pos, k::int AS key_pos, w::text::float8 AS weight
-FROM fx, jsonb_array_elements(c->'maps') mp, jsonb_array_elements(mp->'weights') WITH ORDINALITY AS hh(hw, h),
+SELECT n, model, stack, layer, h::int AS head, q::int AS query_pos, k::int AS key_pos, w::text::float8 AS weight
+FROM maps, jsonb_array_elements(weights) WITH ORDINALITY AS hh(hw, h),
      jsonb_array_elements(hw) WITH ORDINALITY AS qq(qw, q), jsonb_array_elements(qw) WITH ORDINALITY AS kk(w, k);
 CREATE TEMP TABLE got AS
 SELECT n, c->>'model' AS model, a.* FROM fx, attention_map(c->>'input', c->>'model') a;

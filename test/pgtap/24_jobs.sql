@@ -125,7 +125,7 @@ DROP TRIGGER jlog ON jdocs;
 SELECT pause_job(:job);
 SELECT is((SELECT state FROM transformer_jobs WHERE id = :job), 'paused', 'pause_job() pauses');
 INSERT INTO jdocs VALUES (8, 'Eine Katze schläft.', NULL);
-SELECT is(wait_for_job(:job, '1.5 s'), false, 'a paused job keeps its rows queued: wait_for_job() times out with false');
+SELECT is(wait_for_job(:job, '0.5 s'), false, 'a paused job keeps its rows queued: wait_for_job() times out with false');
 SELECT is((SELECT rows_pending FROM transformer_jobs WHERE id = :job), 1::bigint, 'the row inserted while paused is queued');
 SELECT resume_job(:job);
 SELECT ok(wait_for_job(:job, '2 min'), 'resume_job() starts the workers again');
