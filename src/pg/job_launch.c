@@ -24,7 +24,7 @@ int64		my_job = 0;
 int			my_worker = 0;
 
 /* transformer.job_naptime (transformer.c) */
-int			job_naptime_ms = 1000;
+int			job_naptime_ms = 250;
 
 /* Does some process hold worker k's lock (a worker running)? */
 static bool

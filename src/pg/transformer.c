@@ -75,7 +75,7 @@ _PG_init(void)
 							"Sets how often an idle worker of a keep_in_sync job looks for changed rows.",
 							NULL,
 							&job_naptime_ms,
-							1000, 10, 3600 * 1000,
+							250, 10, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -112,7 +112,7 @@ CREATE TRIGGER jlog BEFORE UPDATE ON jdocs FOR EACH ROW EXECUTE FUNCTION jlog();
 INSERT INTO jdocs VALUES (50, 'Ein Pferd steht auf der Weide.', NULL);
 BEGIN;
 UPDATE jdocs SET de = 'Ein Fisch schwimmt im Aquarium.' WHERE id = 50;
-SELECT pg_sleep(2) \g /dev/null
+SELECT pg_sleep(1) \g /dev/null
 COMMIT;
 SELECT ok(wait_for_job(:job, '2 min'), 'the changed row is translated again');
 SELECT is((SELECT en FROM jdocs WHERE id = 50), translate('Ein Fisch schwimmt im Aquarium.', 'multi30k_de_en'),
