@@ -38,7 +38,8 @@ CREATE FUNCTION pg_temp.le64(n bigint) RETURNS bytea LANGUAGE sql AS $$
 CREATE FUNCTION pg_temp.safetensors(m text) RETURNS bytea LANGUAGE sql AS $$
   WITH t AS (
     SELECT i - 1 AS t, x->>'name' AS name, ARRAY(SELECT jsonb_array_elements_text(x->'shape')::bigint) AS shape,
-           pg_temp.tensor((SELECT b FROM books WHERE k = x->>'book'), (i - 1)::int,
+           -- b || '': the codebook detoasted once, not at each of its many substrings
+           pg_temp.tensor((SELECT b || ''::bytea FROM books WHERE k = x->>'book'), (i - 1)::int,
                           ARRAY(SELECT jsonb_array_elements_text(x->'shape')::bigint)) AS data
     FROM exp, jsonb_array_elements(e->'tensors') WITH ORDINALITY AS j(x, i) WHERE model = m),
   o AS (SELECT *, sum(octet_length(data)) OVER (ORDER BY t) - octet_length(data) AS off FROM t),
