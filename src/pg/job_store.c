@@ -40,6 +40,19 @@ JobInternalEnd(JobAsOwner *s)
 	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
 }
 
+void
+JobExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+{
+	JobAsOwner s;
+	int			ret;
+
+	JobInternalBegin(&s);
+	ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	JobInternalEnd(&s);
+	if (ret != expect)
+		elog(ERROR, "job bookkeeping failed: %s", SPI_result_code_string(ret));
+}
+
 char *
 JobTable(const char *relname)
 {
@@ -108,7 +121,6 @@ JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k)
 void
 SetJobWaiting(int64 job, int missing, int workers)
 {
-	JobAsOwner s;
 	Oid			types[2] = {INT8OID, TEXTOID};
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
@@ -120,11 +132,6 @@ SetJobWaiting(int64 job, int missing, int workers)
 												 missing, workers, max_worker_processes));
 	else
 		nulls[1] = 'n';
-	JobInternalBegin(&s);
-	if (SPI_execute_with_args(psprintf("UPDATE %s SET waiting = $2 WHERE id = $1 "
-									   "AND waiting IS DISTINCT FROM $2",
-									   JobTable("transformer_job")),
-							  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update job " INT64_FORMAT, job);
-	JobInternalEnd(&s);
+	JobExec(psprintf("UPDATE %s SET waiting = $2 WHERE id = $1 AND waiting IS DISTINCT FROM $2",
+					 JobTable("transformer_job")), 2, types, values, nulls, SPI_OK_UPDATE);
 }

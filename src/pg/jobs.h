@@ -54,6 +54,9 @@ typedef struct JobAsOwner
 extern void JobInternalBegin(JobAsOwner *s);
 extern void JobInternalEnd(JobAsOwner *s);
 
+/* Run internal SQL on the job tables as above; ERROR unless SPI returns expect (SPI connected). */
+extern void JobExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect);
+
 /* Quoted, schema-qualified name of a job table (for SPI text). */
 extern char *JobTable(const char *relname);
 

@@ -174,19 +174,6 @@ lock_job_row(int64 id)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-static void
-internal_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
-{
-	JobAsOwner s;
-	int			ret;
-
-	JobInternalBegin(&s);
-	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-	JobInternalEnd(&s);
-	if (ret != expect)
-		elog(ERROR, "job bookkeeping failed: %s", SPI_result_code_string(ret));
-}
-
 static char *
 trigger_name(int64 id)
 {
@@ -508,8 +495,8 @@ translate_column(PG_FUNCTION_ARGS)
 			}
 			v[0] = Int64GetDatum(id);
 			v[1] = PointerGetDatum(construct_array(k, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
-			internal_exec(psprintf("INSERT INTO %s (job, key) SELECT $1, k::jsonb FROM unnest($2) k",
-								   JobTable("transformer_job_queue")), 2, t, v, SPI_OK_INSERT);
+			JobExec(psprintf("INSERT INTO %s (job, key) SELECT $1, k::jsonb FROM unnest($2) k",
+								   JobTable("transformer_job_queue")), 2, t, v, NULL, SPI_OK_INSERT);
 			pfree(k);
 		}
 		SPI_cursor_close(cur);
@@ -640,8 +627,8 @@ set_state(int64 id, const char *state, const char *extra)
 	Oid			t[2] = {INT8OID, TEXTOID};
 	Datum		v[2] = {Int64GetDatum(id), CStringGetTextDatum(state)};
 
-	internal_exec(psprintf("UPDATE %s SET state = $2%s WHERE id = $1", JobTable("transformer_job"), extra ? extra : ""),
-				  2, t, v, SPI_OK_UPDATE);
+	JobExec(psprintf("UPDATE %s SET state = $2%s WHERE id = $1", JobTable("transformer_job"), extra ? extra : ""),
+				  2, t, v, NULL, SPI_OK_UPDATE);
 }
 
 static bool
@@ -721,8 +708,8 @@ cancel_job(PG_FUNCTION_ARGS)
 		drop_sync_trigger(&job);
 		set_state(job.id, "cancelled", ", waiting = NULL, finished_at = pg_catalog.now()");
 		v[0] = Int64GetDatum(job.id);
-		internal_exec(psprintf("DELETE FROM %s WHERE job = $1", JobTable("transformer_job_queue")),
-					  1, t, v, SPI_OK_DELETE);
+		JobExec(psprintf("DELETE FROM %s WHERE job = $1", JobTable("transformer_job_queue")),
+					  1, t, v, NULL, SPI_OK_DELETE);
 	}
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -745,16 +732,16 @@ retry_job_errors(PG_FUNCTION_ARGS)
 	if (strcmp(job.state, "cancelled") == 0)
 		wrong_state(&job, "retry the errors of");
 	v[0] = Int64GetDatum(job.id);
-	internal_exec(psprintf("WITH e AS (DELETE FROM %s WHERE job = $1 RETURNING key) "
+	JobExec(psprintf("WITH e AS (DELETE FROM %s WHERE job = $1 RETURNING key) "
 						   "INSERT INTO %s (job, key) SELECT $1, key FROM e",
 						   JobTable("transformer_job_errors"), JobTable("transformer_job_queue")),
-				  1, t, v, SPI_OK_INSERT);
+				  1, t, v, NULL, SPI_OK_INSERT);
 	n = (int64) SPI_processed;
 	if (n > 0)
 	{
 		/* the failures leave the counts with their rows */
-		internal_exec(psprintf("UPDATE %s SET rows_failed = 0 WHERE job = $1", JobTable("transformer_job_progress")),
-					  1, t, v, SPI_OK_UPDATE);
+		JobExec(psprintf("UPDATE %s SET rows_failed = 0 WHERE job = $1", JobTable("transformer_job_progress")),
+					  1, t, v, NULL, SPI_OK_UPDATE);
 		if (strcmp(job.state, "done") == 0)
 			set_state(job.id, "queued", ", finished_at = NULL");
 		if (strcmp(job.state, "paused") != 0 && strcmp(job.state, "failed") != 0)

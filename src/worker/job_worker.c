@@ -209,19 +209,6 @@ table_sql(const JobRow *job)
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)), rel);
 }
 
-static void
-internal(const char *sql, int n, Oid *types, Datum *values, const char *nulls, int expect)
-{
-	JobAsOwner s;
-	int			ret;
-
-	JobInternalBegin(&s);
-	ret = SPI_execute_with_args(sql, n, types, values, nulls, false, 0);
-	JobInternalEnd(&s);
-	if (ret != expect)
-		elog(ERROR, "job bookkeeping failed: %s", SPI_result_code_string(ret));
-}
-
 /* Wait until no transaction that changes the job row is in progress. */
 static void
 wait_job_writers(int64 job)
@@ -270,7 +257,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 		Oid			t[1] = {INT8OID};
 		Datum		v[1] = {Int64GetDatum(a->job)};
 
-		internal(psprintf("UPDATE %s SET state = 'running', started_at = coalesce(started_at, pg_catalog.now()), "
+		JobExec(psprintf("UPDATE %s SET state = 'running', started_at = coalesce(started_at, pg_catalog.now()), "
 						  "waiting = NULL WHERE id = $1 AND state = 'queued'", JobTable("transformer_job")),
 				 1, t, v, NULL, SPI_OK_UPDATE);
 	}
@@ -278,7 +265,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 	/* claim a batch */
 	v2[0] = Int64GetDatum(a->job);
 	v2[1] = Int32GetDatum(job.batch_size);
-	internal(psprintf("DELETE FROM %1$s WHERE id = ANY (ARRAY(SELECT id FROM %1$s WHERE job = $1 ORDER BY id "
+	JobExec(psprintf("DELETE FROM %1$s WHERE id = ANY (ARRAY(SELECT id FROM %1$s WHERE job = $1 ORDER BY id "
 					  "LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING key::text",
 					  JobTable("transformer_job_queue")), 2, t2, v2, NULL, SPI_OK_DELETE_RETURNING);
 	rows = palloc0(sizeof(BatchRow) * (SPI_processed + 1));
@@ -317,7 +304,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 		Datum		v[1] = {Int64GetDatum(a->job)};
 
 		/* the backlog is empty once no row is queued, locked by others or not */
-		internal(psprintf("UPDATE %s j SET state = CASE WHEN keep_in_sync THEN 'syncing' ELSE 'done' END, "
+		JobExec(psprintf("UPDATE %s j SET state = CASE WHEN keep_in_sync THEN 'syncing' ELSE 'done' END, "
 						  "finished_at = CASE WHEN keep_in_sync THEN NULL ELSE pg_catalog.now() END "
 						  "WHERE id = $1 AND state IN ('running', 'syncing') AND state <> "
 						  "CASE WHEN keep_in_sync THEN 'syncing' ELSE 'done' END "
@@ -329,7 +316,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 			/* others' batches may requeue stale rows: worker 1 stays while any are locked */
 			if (a->worker > 1 || SPI_processed > 0)
 				return BATCH_EXIT;
-			internal(psprintf("SELECT 1 FROM %s WHERE job = $1 LIMIT 1", JobTable("transformer_job_queue")),
+			JobExec(psprintf("SELECT 1 FROM %s WHERE job = $1 LIMIT 1", JobTable("transformer_job_queue")),
 					 1, t, v, NULL, SPI_OK_SELECT);
 			if (SPI_processed == 0)
 				return BATCH_EXIT;
@@ -458,7 +445,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 					Oid			t[2] = {INT8OID, TEXTOID};
 					Datum		qv[2] = {Int64GetDatum(a->job), CStringGetTextDatum(rows[i].key)};
 
-					internal(psprintf("INSERT INTO %s (job, key) VALUES ($1, $2::jsonb)", JobTable("transformer_job_queue")),
+					JobExec(psprintf("INSERT INTO %s (job, key) VALUES ($1, $2::jsonb)", JobTable("transformer_job_queue")),
 							 2, t, qv, NULL, SPI_OK_INSERT);
 				}
 				continue;
@@ -474,7 +461,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 			ev[2] = CStringGetTextDatum(rows[i].sqlstate);
 			ev[3] = CStringGetTextDatum(rows[i].message);
 			ev[4] = ObjectIdGetDatum(job.owner);
-			internal(psprintf("INSERT INTO %s (job, key, sqlstate, message, owner) VALUES ($1, $2::jsonb, $3, $4, $5::regrole)",
+			JobExec(psprintf("INSERT INTO %s (job, key, sqlstate, message, owner) VALUES ($1, $2::jsonb, $3, $4, $5::regrole)",
 							  JobTable("transformer_job_errors")), 5, t, ev, NULL, SPI_OK_INSERT);
 			failed++;
 		}
@@ -490,7 +477,7 @@ run_batch(const JobWorkerArgs *a, TimestampTz *idle_since)
 		v[2] = Int64GetDatum(done);
 		v[3] = Int64GetDatum(failed);
 		v[4] = TimestampTzGetDatum(started);
-		internal(psprintf("INSERT INTO %s AS p (job, worker, rows_done, rows_failed, first_at, last_at) "
+		JobExec(psprintf("INSERT INTO %s AS p (job, worker, rows_done, rows_failed, first_at, last_at) "
 						  "VALUES ($1, $2, $3, $4, $5, pg_catalog.clock_timestamp()) ON CONFLICT (job, worker) DO UPDATE "
 						  "SET rows_done = p.rows_done + $3, rows_failed = p.rows_failed + $4, "
 						  "first_at = coalesce(p.first_at, $5), last_at = pg_catalog.clock_timestamp()",
@@ -516,7 +503,7 @@ fail_job(int64 job, const char *message)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
-		internal(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now() "
+		JobExec(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now() "
 						  "WHERE id = $1 AND state IN ('queued', 'running', 'syncing')", JobTable("transformer_job")),
 				 2, t, v, NULL, SPI_OK_UPDATE);
 		SPI_finish();
