@@ -33,7 +33,11 @@ OBJS = \
 	src/pg/translate.o \
 	src/pg/decode_workspace.o \
 	src/core/safetensors.o \
+	src/core/torch_zip.o \
+	src/core/torch_pickle.o \
 	src/pg/model_files.o \
+	src/pg/checkpoint_files.o \
+	src/pg/model_languages.o \
 	src/pg/model_export.o \
 	src/pg/sql_model.o \
 	src/pg/sql_quantize.o \
@@ -60,7 +64,8 @@ EXTVERSION = $(shell grep default_version $(EXTENSION).control | sed -e "s/defau
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
-	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql
+	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
+	sql/transformer--0.5.0--0.6.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
@@ -97,6 +102,7 @@ CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
+CORE_SRC += src/core/torch_zip.c src/core/torch_pickle.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc/core
 
@@ -108,8 +114,15 @@ test/unit/obj/%.o: src/core/%.c src/core/*.h
 test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(UNIT_OBJS) -lopenblas -lm
 
-unittest: test/unit/test_core
+# The PyTorch checkpoint reader on torch.save's files and on hostile ones (tools/gen_torch_fixtures.py)
+TORCH_SRC = src/core/torch_zip.c src/core/torch_pickle.c src/core/spm_model.c src/core/protobuf.c
+TORCH_OBJS = $(patsubst src/core/%.c,test/unit/obj/%.o,$(TORCH_SRC))
+test/unit/test_torch: test/unit/test_torch.c $(TORCH_OBJS) src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_torch.c $(TORCH_OBJS)
+
+unittest: test/unit/test_core test/unit/test_torch
 	test/unit/test_core test/fixtures/core_ops.txt
+	test/unit/test_torch test/fixtures/torch
 
 # The text passes (segmentation, 13a, SentencePiece) on pathological shapes of
 # 1 to 16 MB: time per byte, growth with size, longest wait for the interrupt hook
@@ -222,6 +235,7 @@ fixtures:
 	$(PYTHON) tools/gen_opus_fixtures.py
 	$(PYTHON) tools/gen_metric_fixtures.py
 	$(PYTHON) tools/gen_attention_fixtures.py
+	$(PYTHON) tools/gen_torch_fixtures.py
 
 bench: bench/bench_attention bench/bench_gemm
 bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/core/*.h
@@ -242,6 +256,7 @@ bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c sr
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c -ldnnl -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
+EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
 
 .PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
@@ -283,6 +298,28 @@ fuzz-safetensors-header: test/fuzz/fuzz_safetensors_header
 
 .PHONY: fuzz-safetensors-header
 
+# Fuzz the PyTorch checkpoint reader outside the server (libFuzzer, ASan, UBSan): whole files (with
+# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION: data.pkl's CRC-32 is not checked), and pickles alone
+test/fuzz/fuzz_torch_zip: test/fuzz/fuzz_torch_zip.c test/fuzz/fuzz_arena.h $(TORCH_SRC) src/core/*.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -Isrc/core -o $@ test/fuzz/fuzz_torch_zip.c $(TORCH_SRC)
+
+fuzz-torch-zip: test/fuzz/fuzz_torch_zip
+	mkdir -p test/fuzz/corpus-torch-zip
+	test/fuzz/fuzz_torch_zip -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-torch-zip test/fuzz/seeds_torch_zip
+
+test/fuzz/fuzz_torch_pickle: test/fuzz/fuzz_torch_pickle.c test/fuzz/fuzz_arena.h $(TORCH_SRC) src/core/*.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
+	  test/fuzz/fuzz_torch_pickle.c $(TORCH_SRC)
+
+fuzz-torch-pickle: test/fuzz/fuzz_torch_pickle
+	mkdir -p test/fuzz/corpus-torch-pickle
+	test/fuzz/fuzz_torch_pickle -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-torch-pickle test/fuzz/seeds_torch_pickle
+
+.PHONY: fuzz-torch-zip fuzz-torch-pickle
+
 # Fuzz segmentation, 13a tokenization, BLEU and chrF outside the server (libFuzzer, ASan, UBSan)
 test/fuzz/fuzz_text: test/fuzz/fuzz_text.c test/fuzz/fuzz_arena.h src/core/metrics.c src/core/tokenize_13a.c src/core/segment.c src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/segment.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
@@ -311,11 +348,18 @@ SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
 
+test/unit/test_torch_san: test/unit/test_torch.c $(TORCH_SRC) src/core/*.h
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_torch.c $(TORCH_SRC)
+
 FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
-sanitize: test/unit/test_core_san $(FUZZERS)
+FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
+sanitize: test/unit/test_core_san test/unit/test_torch_san $(FUZZERS)
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \
 	  { tail -20 test/unit/test_core_san.log; exit 1; }
 	tail -1 test/unit/test_core_san.log
+	ASAN_OPTIONS=detect_leaks=1 test/unit/test_torch_san test/fixtures/torch > test/unit/test_torch_san.log 2>&1 || \
+	  { tail -20 test/unit/test_torch_san.log; exit 1; }
+	tail -1 test/unit/test_torch_san.log
 	test/fuzz/sanitize.sh $(SANITIZE_SECONDS)
 
 .PHONY: sanitize

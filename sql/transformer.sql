@@ -196,10 +196,14 @@ CREATE TABLE transformer_models (
 	source_lang text CHECK (octet_length(source_lang) <= 32),
 	target_lang text CHECK (octet_length(target_lang) <= 32),
 	-- since 0.4.0
-	file_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
+	file_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+	-- since 0.6.0
+	languages jsonb
 );
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
+COMMENT ON COLUMN transformer_models.languages IS
+'the language tokens of a multilingual model (Marian''s >>fra<<, NLLB''s deu_Latn, M2M100''s __de__) and where they go; model_languages() lists them';
 COMMENT ON COLUMN transformer_models.file_id IS
 'a random identifier of this version of the row, in the names of the shared files built from it';
 SELECT pg_catalog.pg_extension_config_dump('transformer_models', '');
@@ -290,14 +294,15 @@ COMMENT ON FUNCTION encoder_output(text, text) IS
 CREATE FUNCTION translate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
                           early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
                           no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
-                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL,
+                          source_lang text DEFAULT NULL, target_lang text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'translate_text'
 LANGUAGE C STABLE PARALLEL SAFE
 COST 100000;
 
-COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
-'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); NULL input gives NULL';
+COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text) IS
+'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); source_lang and target_lang pick the languages of a multilingual model (see model_languages()); NULL input gives NULL';
 
 CREATE FUNCTION translate(input text)
 RETURNS text
@@ -311,25 +316,27 @@ COMMENT ON FUNCTION translate(text) IS
 CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
                           early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
                           no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
-                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL,
+                          source_lang text DEFAULT NULL, target_lang text DEFAULT NULL)
 RETURNS text[]
 AS 'MODULE_PATHNAME', 'translate_batch'
 LANGUAGE C STABLE PARALLEL SAFE
 COST 100000;
 
-COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text) IS
 'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
 
 CREATE FUNCTION generate(input text, model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
                           early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,
                           no_repeat_ngram_size integer DEFAULT NULL, repetition_penalty double precision DEFAULT NULL,
-                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL)
+                          min_length integer DEFAULT NULL, max_new_tokens integer DEFAULT NULL,
+                          source_lang text DEFAULT NULL, target_lang text DEFAULT NULL)
 RETURNS integer[]
 AS 'MODULE_PATHNAME', 'generate'
 LANGUAGE C STABLE PARALLEL SAFE
 COST 100000;
 
-COMMENT ON FUNCTION generate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer) IS
+COMMENT ON FUNCTION generate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text) IS
 'the target token ids translate() decodes (end-of-sentence excluded), for inspection';
 
 CREATE FUNCTION import_model(name text)
@@ -339,6 +346,15 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION import_model(text) IS
 'stores a model bundled with the extension (multi30k_de_en: German to English), from the extension''s installation directory; returns the number of parameters';
+
+CREATE FUNCTION model_languages(model text, OUT code text, OUT token text, OUT token_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'model_languages'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+ROWS 200;
+
+COMMENT ON FUNCTION model_languages(text) IS
+'the languages a multilingual model names with tokens: the code to pass as source_lang or target_lang, its token and the token''s id; none for a model of one language pair';
 
 -- Documents: sentences, and the languages of a model
 

@@ -63,7 +63,7 @@ row_log_sum_exp(int n, const float *x)
  * Hugging Face's logits processors on one row, in the order
  * _get_logits_processor builds them (see tools/marian_torch.py):
  * repetition penalty, no-repeat n-grams, bad words, minimum length, forced
- * EOS.  seq (len tokens, the start token first) is the row's sequence so
+ * BOS, forced EOS.  seq (len tokens, the start token first) is the row's sequence so
  * far: its cur_len is len.  Greedy search processes the raw logits; beam
  * search their log-softmax, and optionally renormalizes after.  The row is
  * changed in place so that a token's processed score is logits[j] - shift,
@@ -121,6 +121,13 @@ tf_process_logits(const TfConfig *c, const TfDecodeOptions *opt, bool beam, floa
 	/* MinLengthLogitsProcessor */
 	if (len < opt->min_length)
 		logits[c->eos_id] = -INFINITY;
+	/* ForcedBOSTokenLogitsProcessor: the first token after the start one */
+	if (opt->forced_bos_id >= 0 && len == 1)
+	{
+		for (int j = 0; j < vocab; j++)
+			logits[j] = -INFINITY;
+		logits[opt->forced_bos_id] = (float) shift;
+	}
 	/* ForcedEOSTokenLogitsProcessor: at max_length - 1, EOS with score 0 */
 	if (opt->forced_eos_id >= 0 && len == opt->max_length - 1)
 	{

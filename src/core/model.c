@@ -20,16 +20,30 @@
 /* ------------------------------------------------------------ helpers */
 
 void
-tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out)
+tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, int first, float *out)
 {
+	int			half = d / 2;
+
 	for (int p = 0; p < max_pos; p++)
 	{
 		float	   *row = out + (size_t) p * d;
+		double		pos = (double) first + p;
 
 		memset(row, 0, sizeof(float) * d);
-		for (int i = 0; i < d / 2; i++)
+		for (int i = 0; i < half; i++)
 		{
-			double		angle = p / pow(10000.0, 2.0 * i / d);
+			double		angle;
+
+			/* M2M100SinusoidalPositionalEmbedding.get_embedding (fairseq) */
+			if (kind == TF_POS_SINUSOIDAL_FAIRSEQ)
+			{
+				float		step = (float) (log(10000.0) / (half > 1 ? half - 1 : 1));
+
+				/* torch computes the frequencies and products in fp32 */
+				angle = (float) pos * expf((float) i * -step);
+			}
+			else
+				angle = pos / pow(10000.0, 2.0 * i / d);
 
 			if (kind == TF_POS_SINUSOIDAL_INTERLEAVED)
 			{
@@ -39,7 +53,7 @@ tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out)
 			else
 			{
 				row[i] = (float) sin(angle);
-				row[d / 2 + i] = (float) cos(angle);
+				row[half + i] = (float) cos(angle);
 			}
 		}
 	}
@@ -125,7 +139,7 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 		const float *p = m->w.enc_pos + (size_t) i * d;
 		float	   *o = out + (size_t) i * d;
 
-		tf_packed_row(m->cfg.vocab, d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
+		tf_packed_row(m->cfg.src_vocab, d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
 		for (size_t j = 0; j < (size_t) d; j++)
 			o[j] = o[j] * scale + p[j];
 	}

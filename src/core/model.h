@@ -31,12 +31,16 @@ typedef enum TfPositions
 {
 	TF_POS_SINUSOIDAL_HALF,		/* Marian: sin in the first half, cos in the second */
 	TF_POS_SINUSOIDAL_INTERLEAVED,	/* the paper: sin at even, cos at odd indices */
+	TF_POS_SINUSOIDAL_FAIRSEQ,	/* M2M100/NLLB: sin | cos halves with frequencies
+								 * 10000^(-i/(d/2-1)), from position pad_id + 1 */
 	TF_POS_LEARNED
 } TfPositions;
 
 typedef struct TfConfig
 {
-	int			vocab;
+	int			vocab;			/* the decoder's and the output layer's */
+	int			src_vocab;		/* the encoder's embeddings: == vocab unless a
+								 * Marian model has separate vocabularies */
 	int			d_model;
 	int			enc_layers;
 	int			dec_layers;
@@ -92,7 +96,7 @@ typedef struct TfLayerWeights
 
 typedef struct TfWeights
 {
-	TfMatrix	enc_embed;		/* (vocab, d) */
+	TfMatrix	enc_embed;		/* (src_vocab, d) */
 	TfMatrix	dec_embed;		/* (vocab, d), usually == enc_embed */
 	TfMatrix	lm_head;		/* (vocab, d), usually == dec_embed */
 	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
@@ -112,8 +116,11 @@ typedef struct TfModel
 	TfWeights	w;
 } TfModel;
 
-/* Fill a (max_pos, d) table with sinusoidal positions of the given kind. */
-void		tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, float *out);
+/*
+ * Fill a (max_pos, d) table with sinusoidal positions of the given kind:
+ * row p is position first + p (fairseq's tables start at pad_id + 1).
+ */
+void		tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, int first, float *out);
 
 /* out (n, d) = embed[ids] · scale + positions[0..n). */
 void		tf_embed(const TfModel *m, int n, const int *ids, float *out);
@@ -148,6 +155,8 @@ typedef struct TfDecodeOptions
 	int			no_repeat_ngram_size;	/* 0: off */
 	double		repetition_penalty; /* 1: off */
 	int			forced_eos_id;	/* forced_eos_token_id at max_length - 1; -1: none */
+	int			forced_bos_id;	/* forced_bos_token_id after the start token
+								 * (NLLB's target language); -1: none */
 	bool		renormalize;	/* renormalize_logits */
 	int			nbad;			/* bad_words_ids: nbad token sequences ... */
 	const int  *bad_off;		/* (nbad + 1) ... at bad_ids[bad_off[w]..bad_off[w + 1]) */

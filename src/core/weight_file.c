@@ -15,7 +15,7 @@
 #include "tensor_ops.h"
 
 #define WFILE_MAGIC "TFWEIGHT"
-#define WFILE_VERSION 1
+#define WFILE_VERSION 2
 #define WFILE_ENDIAN 0x01020304u
 #define NO_OFFSET UINT64_MAX
 #define VECTOR_DTYPE 255u		/* an fp32 vector, not a packed matrix */
@@ -34,6 +34,7 @@ typedef struct WHeader
 	uint64_t	arena_off;
 	uint64_t	arena_len;
 	int32_t		dims[8];		/* vocab, d_model, layers, ffn, positions */
+	int32_t		dims2[8];		/* src_vocab, positions kind; the rest 0 */
 } WHeader;
 
 typedef struct WField
@@ -259,7 +260,7 @@ visit(Visit *v, TfModel *m)
 	const TfConfig *c = &m->cfg;
 	size_t		d = c->d_model;
 
-	matrix(v, &m->w.enc_embed, c->vocab, d);
+	matrix(v, &m->w.enc_embed, c->src_vocab, d);
 	matrix(v, &m->w.dec_embed, c->vocab, d);
 	matrix(v, &m->w.lm_head, c->vocab, d);
 	vector(v, &m->w.logits_bias, c->vocab, 1);
@@ -282,10 +283,11 @@ count_fields(const TfModel *m)
 	return 6 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 4;
 }
 
+/* dims: 16 values, WHeader's dims then dims2 */
 static void
 dims_of(const TfConfig *c, int32_t *dims)
 {
-	memset(dims, 0, sizeof(int32_t) * 8);
+	memset(dims, 0, sizeof(int32_t) * 16);
 	dims[0] = c->vocab;
 	dims[1] = c->d_model;
 	dims[2] = c->enc_layers;
@@ -294,6 +296,8 @@ dims_of(const TfConfig *c, int32_t *dims)
 	dims[5] = c->dec_ffn;
 	dims[6] = c->max_pos;
 	dims[7] = c->final_norm;
+	dims[8] = c->src_vocab;
+	dims[9] = (int32_t) c->positions;
 }
 
 static size_t
@@ -347,7 +351,13 @@ set_header(WHeader *h, const TfModel *m, const char *build, uint64_t fingerprint
 	h->nfields = nfields;
 	h->arena_off = arena_off;
 	h->arena_len = len - arena_off;
-	dims_of(&m->cfg, h->dims);
+	{
+		int32_t		dims[16];
+
+		dims_of(&m->cfg, dims);
+		memcpy(h->dims, dims, sizeof(h->dims));
+		memcpy(h->dims2, dims + 8, sizeof(h->dims2));
+	}
 }
 
 const char *
@@ -405,7 +415,7 @@ tf_wfile_open(const void *file, size_t len, TfModel *m, TfLayerWeights *enc,
 			  TfLayerWeights *dec, const char *build, uint64_t fingerprint, int verify)
 {
 	const WHeader *h = file;
-	int32_t		dims[8];
+	int32_t		dims[16];
 	size_t		nfields = count_fields(m);
 	Visit		v = {.mode = OPEN};
 
@@ -419,7 +429,8 @@ tf_wfile_open(const void *file, size_t len, TfModel *m, TfLayerWeights *enc,
 	if (h->file_len != len)
 		return "it is truncated or too long";
 	dims_of(&m->cfg, dims);
-	if (memcmp(dims, h->dims, sizeof(dims)) != 0 || h->nfields != nfields)
+	if (memcmp(dims, h->dims, sizeof(h->dims)) != 0 ||
+		memcmp(dims + 8, h->dims2, sizeof(h->dims2)) != 0 || h->nfields != nfields)
 		return "its dimensions are not the configuration's";
 	if (h->table_off != TF_WFILE_HEADER ||
 		h->arena_off != align_up(TF_WFILE_HEADER + nfields * sizeof(WField)) ||

@@ -101,20 +101,48 @@ config_double(Jsonb *config, const char *key, double dflt)
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
 }
 
+/*
+ * The families import_model() reads, by config.json's model_type: Marian
+ * (MarianConfig; also what our own checkpoints write, with or without
+ * model_type) and M2M100 (M2M100Config, which NLLB-200 uses too).
+ */
+ModelFamily
+ConfigFamily(Jsonb *config)
+{
+	char	   *type = config_string(config, "model_type", "marian");
+
+	if (strcmp(type, "marian") == 0)
+		return FAMILY_MARIAN;
+	if (strcmp(type, "m2m_100") == 0)
+		return FAMILY_M2M100;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("model type \"%s\" is not supported", type),
+			 errdetail("import_model() reads the encoder-decoder translation models of types marian (OPUS-MT) and m2m_100 (M2M100, NLLB-200)."),
+			 errhint("Convert the checkpoint to one of these layouts, or check config.json's \"model_type\".")));
+	pg_unreachable();
+}
+
 void
 ParseModelConfig(Jsonb *config, TfConfig *c)
 {
 	char	   *act;
 	char	   *pos;
+	ModelFamily family;
 
 	if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("model configuration must be a JSON object")));
 
+	family = ConfigFamily(config);
 	memset(c, 0, sizeof(*c));
 	c->d_model = config_int(config, "d_model", true, 0, 2, MAX_DIM);
 	c->vocab = config_int(config, "vocab_size", true, 0, 2, MAX_VOCAB);
+	c->src_vocab = c->vocab;
+	/* MarianMTModel: untied embeddings give the decoder its own vocabulary */
+	if (family == FAMILY_MARIAN && !config_bool(config, "share_encoder_decoder_embeddings", true))
+		c->vocab = config_int(config, "decoder_vocab_size", false, c->src_vocab, 2, MAX_VOCAB);
 	c->enc_layers = config_int(config, "encoder_layers", true, 0, 0, MAX_LAYERS);
 	c->dec_layers = config_int(config, "decoder_layers", true, 0, 1, MAX_LAYERS);
 	c->enc_heads = config_int(config, "encoder_attention_heads", true, 0, 1, MAX_DIM);
@@ -122,13 +150,31 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 	c->enc_ffn = config_int(config, "encoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
 	c->dec_ffn = config_int(config, "decoder_ffn_dim", true, 0, 1, 16 * MAX_DIM);
 	c->max_pos = config_int(config, "max_position_embeddings", true, 0, 1, MAX_POSITIONS);
-	c->pad_id = config_int(config, "pad_token_id", true, 0, 0, c->vocab - 1);
+	c->pad_id = config_int(config, "pad_token_id", true, 0, 0, Min(c->vocab, c->src_vocab) - 1);
 	c->eos_id = config_int(config, "eos_token_id", true, 0, 0, c->vocab - 1);
 	c->decoder_start_id = config_int(config, "decoder_start_token_id", false, c->pad_id, 0, c->vocab - 1);
-	c->pre_norm = config_bool(config, "normalize_before", false);
-	c->final_norm = config_bool(config, "add_final_layer_norm", false);
-	c->scale_embedding = config_bool(config, "scale_embedding", false);
 	c->ln_eps = 1e-5f;
+	if (family == FAMILY_M2M100)
+	{
+		/*
+		 * M2M100Encoder/Decoder: pre-LayerNorm layers, a final layer_norm per
+		 * stack, fairseq's sinusoidal positions; the config has no switches.
+		 */
+		c->pre_norm = true;
+		c->final_norm = true;
+		c->scale_embedding = config_bool(config, "scale_embedding", true);
+		c->positions = TF_POS_SINUSOIDAL_FAIRSEQ;
+		if (c->pad_id + 1 + (double) c->max_pos > MAX_POSITIONS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model configuration \"max_position_embeddings\" is too large")));
+	}
+	else
+	{
+		c->pre_norm = config_bool(config, "normalize_before", false);
+		c->final_norm = config_bool(config, "add_final_layer_norm", false);
+		c->scale_embedding = config_bool(config, "scale_embedding", false);
+	}
 
 	if (c->d_model % c->enc_heads != 0 || c->d_model % c->dec_heads != 0)
 		ereport(ERROR,
@@ -137,7 +183,8 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 				 errdetail("d_model is %d, with %d encoder and %d decoder heads.",
 						   c->d_model, c->enc_heads, c->dec_heads)));
 
-	act = config_string(config, "activation_function", "gelu");	/* MarianConfig's default */
+	/* MarianConfig's default is gelu, M2M100Config's relu */
+	act = config_string(config, "activation_function", family == FAMILY_M2M100 ? "relu" : "gelu");
 	if (strcmp(act, "relu") == 0)
 		c->activation = TF_ACT_RELU;
 	else if (strcmp(act, "gelu") == 0)
@@ -150,6 +197,8 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 				 errmsg("activation function \"%s\" is not supported", act),
 				 errhint("Supported are relu, gelu and swish (silu).")));
 
+	if (family == FAMILY_M2M100)
+		return;
 	/* Marian's static positions, unless the configuration says otherwise */
 	pos = config_string(config, "position_embedding",
 						config_bool(config, "static_position_embeddings", true) ?

@@ -37,9 +37,7 @@
 #include "tokenizer_share.h"
 #include "weight_cache.h"
 
-#define MAX_MODEL_FILE ((Size) 4 * 1024 * 1024 * 1024 - 1)
 #define MAX_TEXT_FILE ((Size) 256 * 1024 * 1024)
-#define MAX_HEADER ((Size) 100 * 1024 * 1024)
 /* a model's tokenizers are called "<model>/source" and "<model>/target" */
 #define MAX_MODEL_NAME (NAMEDATALEN - 1 - 7)
 
@@ -88,169 +86,6 @@ JsonStringKey(Jsonb *j, const char *key)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
-static uint64
-le64(const unsigned char *p)
-{
-	uint64		v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static void
-bad_safetensors(const char *fmt, const char *arg) pg_attribute_noreturn();
-
-static void
-bad_safetensors(const char *fmt, const char *arg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid safetensors file"),
-			 errdetail(fmt, arg)));
-}
-
-/*
- * Parse a safetensors header (hdr: the 8 length bytes, then hlen of JSON)
- * before data_len bytes of data, with the core's reader (safetensors.c);
- * then the checks rows read back from the tables get too.  Each tensor's
- * offset is set, its data is left to the caller.
- */
-static int
-ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor **out)
-{
-	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
-	TfSafetensor *st;
-	StoredTensor *tensors;
-	char		err[512];
-	int			n = tf_safetensors_header(hdr + 8, hlen, data_len, &a, &st, err, sizeof(err));
-
-	if (n < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid safetensors file"),
-				 errdetail_internal("%s", err)));
-	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
-	for (int i = 0; i < n; i++)
-	{
-		StoredTensor *t = &tensors[i];
-		const char *defect;
-
-		t->name = st[i].name;
-		strlcpy(t->dtype, st[i].dtype, sizeof(t->dtype));
-		if (strcmp(t->dtype, "F32") != 0 && strcmp(t->dtype, "F16") != 0 && strcmp(t->dtype, "BF16") != 0 &&
-			strcmp(t->dtype, "I8") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("tensor \"%s\" has the unsupported dtype \"%s\"", t->name, st[i].dtype),
-					 errhint("Supported are F32, F16, BF16 and I8.")));
-		t->ndim = st[i].ndim;
-		memcpy(t->shape, st[i].shape, sizeof(int64) * t->ndim);
-		t->offset = (int64) st[i].begin;
-		t->nbytes = (Size) (st[i].end - st[i].begin);
-		/* the same checks as rows read back from the tables */
-		defect = TensorDefect(t);
-		if (defect != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid safetensors file"),
-					 errdetail_internal("%s", defect)));
-		if (t->nbytes > MaxAllocSize - VARHDRSZ)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("tensor \"%s\" is too large to store", t->name),
-					 errdetail("It has %zu bytes; a value may have at most %zu.",
-							   (size_t) t->nbytes, (size_t) (MaxAllocSize - VARHDRSZ))));
-	}
-	*out = tensors;
-	return n;
-}
-
-/* The header length of a safetensors file that has len bytes; ERROR if it does not fit. */
-static Size
-SafetensorsHeaderLength(const char *first8, Size len)
-{
-	uint64		hlen;
-
-	if (len < 8)
-		bad_safetensors("The file has %s bytes, fewer than the 8 of the header length.", psprintf("%zu", len));
-	hlen = le64((const unsigned char *) first8);
-	if (hlen > len - 8 || hlen > MAX_HEADER || hlen < 2)
-		bad_safetensors("The header length %s does not fit in the file.", psprintf(UINT64_FORMAT, hlen));
-	return (Size) hlen;
-}
-
-/* A whole safetensors file in memory (bytes from the client). */
-static int
-ParseSafetensors(const char *buf, Size len, StoredTensor **out, Size *hlen_out)
-{
-	Size		hlen = SafetensorsHeaderLength(buf, len);
-	int			n = ParseSafetensorsHeader(buf, hlen, len - 8 - hlen, out);
-
-	for (int i = 0; i < n; i++)
-		(*out)[i].data = buf + 8 + hlen + (*out)[i].offset;
-	*hlen_out = hlen;
-	return n;
-}
-
-/* Read exactly len bytes at offset, in pieces that cancel can interrupt. */
-static void
-ReadAt(FILE *f, const char *path, off_t offset, char *buf, Size len)
-{
-	const Size	piece = 16 * 1024 * 1024;
-
-	if (fseeko(f, offset, SEEK_SET) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not seek in file \"%s\": %m", path)));
-	for (Size done = 0; done < len; done += piece)
-	{
-		Size		n = Min(piece, len - done);
-
-		CHECK_FOR_INTERRUPTS();
-		if (fread(buf + done, 1, n, f) != n)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", path),
-					 errdetail("It ended before the data its header describes.")));
-	}
-}
-
-/*
- * A safetensors file on the server, read a tensor at a time: no allocation
- * is the size of the file (which may be over 1 GB).  *hdr gets the 8 + hlen
- * bytes of the header.
- */
-static int
-ReadSafetensorsFile(const char *path, StoredTensor **out, char **hdr, Size *hlen_out)
-{
-	FILE	   *f;
-	Size		fsize;
-	char		first8[8];
-	Size		hlen;
-	int			n;
-
-	f = OpenServerFile(path, MAX_MODEL_FILE, &fsize);
-	memset(first8, 0, sizeof(first8));
-	if (fsize >= 8)
-		ReadAt(f, path, 0, first8, 8);
-	hlen = SafetensorsHeaderLength(first8, fsize);
-	*hdr = palloc(8 + hlen);
-	ReadAt(f, path, 0, *hdr, 8 + hlen);
-	n = ParseSafetensorsHeader(*hdr, hlen, fsize - 8 - hlen, out);
-	for (int i = 0; i < n; i++)
-	{
-		StoredTensor *t = &(*out)[i];
-		char	   *data = palloc(Max(t->nbytes, 1));
-
-		ReadAt(f, path, (off_t) (8 + hlen + t->offset), data, t->nbytes);
-		t->data = data;
-	}
-	FreeFile(f);
-	*hlen_out = hlen;
-	return n;
-}
-
 static bytea *
 ByteaOf(const char *data, Size len)
 {
@@ -266,39 +101,52 @@ ByteaOf(const char *data, Size len)
  * tensors (bytes as in the file) and its two tokenizers.  All in the
  * caller's transaction: an error leaves nothing behind.  Writers of a name
  * queue on its lock, taken before any row (model, then tokenizers).
+ * Tensors that are located in files (mi->files) are read, checked and
+ * stored one at a time, so the import holds one tensor, never the model.
  */
 int64
-StoreModel(const char *name, const char *config_text, Size config_len,
-		   const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
-		   const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
-		   const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len,
-		   const char *source_lang, const char *target_lang)
+StoreModel(const char *name, const ModelImport *mi)
 {
-	Jsonb	   *config = ParseJsonText("config.json", config_text, config_len);
-	TokVocab	vocab = VocabFromFile("vocab.json", vocab_text, vocab_len);
-	Jsonb	   *generation = gen_text ? ParseJsonText("generation_config.json", gen_text, gen_len) : NULL;
+	Jsonb	   *config = ParseJsonText("config.json", mi->config, mi->config_len);
+	TokVocab	vocab = VocabFromFile("vocab.json", mi->vocab, mi->vocab_len);
+	TokVocab	tgt_vocab = mi->tgt_vocab ?
+		VocabFromFile("target_vocab.json", mi->tgt_vocab, mi->tgt_vocab_len) : vocab;
+	Jsonb	   *generation = mi->gen ? ParseJsonText("generation_config.json", mi->gen, mi->gen_len) : NULL;
+	Jsonb	   *languages = mi->languages;
 	ModelGeneration gen;
 	TfModel		model;
-	MemoryContext check = AllocSetContextCreate(CurrentMemoryContext, "model check",
-												ALLOCSET_DEFAULT_SIZES);
 	int64		params = 0;
+	double		total_bytes = 0;
+	double		done_bytes = 0;
+	int			next_tenth = 1;
 	char	   *src_name = psprintf("%s/source", name);
 	char	   *tgt_name = psprintf("%s/target", name);
 	char	   *q;
 	Tokenizer	tcheck;
 	int			level;
+	StoredTensor *tensors = mi->tensors;
+	int			ntensors = mi->ntensors;
 
 	CheckModelName(name);
 	memset(&model, 0, sizeof(model));
 	ParseModelConfig(config, &model.cfg);
 	ParseGenerationConfig(generation, config, &model.cfg, &gen, CurrentMemoryContext);
-	BuildModelWeights(&model, tensors, ntensors, check, NULL);
-	MemoryContextDelete(check);
+	if (mi->files != NULL)
+		CheckModelShapes(&model, tensors, ntensors);
+	else
+	{
+		MemoryContext check = AllocSetContextCreate(CurrentMemoryContext, "model check",
+													ALLOCSET_DEFAULT_SIZES);
+
+		BuildModelWeights(&model, tensors, ntensors, check, NULL);
+		MemoryContextDelete(check);
+	}
 	for (int i = 0; i < ntensors; i++)
 	{
 		int64		numel = 1;
 		size_t		len = strlen(tensors[i].name);
 
+		total_bytes += tensors[i].nbytes;
 		/* an int8 matrix's scales are not parameters */
 		if (len > 13 && strcmp(tensors[i].name + len - 13, ".weight_scale") == 0)
 			continue;
@@ -307,22 +155,39 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		params += numel;
 	}
 
-	/* the vocabulary's ids must index the embeddings */
+	/* the vocabularies' ids must index the embeddings */
 	memset(&tcheck, 0, sizeof(tcheck));
 	tcheck.cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check", ALLOCSET_DEFAULT_SIZES);
-	BuildTokenizer(&tcheck, src_spm, src_len, &vocab);
-	if (tcheck.nmodel > model.cfg.vocab)
+	BuildTokenizer(&tcheck, mi->src_spm, mi->src_len, &vocab);
+	if (tcheck.nmodel > model.cfg.src_vocab)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("vocab.json has ids up to %d, but the model's vocabulary has %d entries",
-						tcheck.nmodel - 1, model.cfg.vocab)));
+						tcheck.nmodel - 1, model.cfg.src_vocab)));
+	/* Marian's target-language tokens, >>fra<<, are in its vocabulary */
+	if (languages == NULL && ConfigFamily(config) == FAMILY_MARIAN)
+		languages = MarianLanguages(&tcheck);
 	MemoryContextDelete(tcheck.cxt);
+	if (mi->tgt_vocab)
+	{
+		memset(&tcheck, 0, sizeof(tcheck));
+		tcheck.cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check", ALLOCSET_DEFAULT_SIZES);
+		BuildTokenizer(&tcheck, mi->tgt_spm, mi->tgt_len, &tgt_vocab);
+		if (tcheck.nmodel > model.cfg.vocab)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("target_vocab.json has ids up to %d, but the decoder's vocabulary has %d entries",
+							tcheck.nmodel - 1, model.cfg.vocab)));
+		MemoryContextDelete(tcheck.cxt);
+	}
+	if (languages != NULL)
+		CheckLanguages(languages, &model.cfg, name);
 
 	RequireExtensionVersion020();
 	LockObjectName(EXT_LOCK_MODEL, name);
 	RemoveSharedWeights(name);
-	StoreTokenizer(src_name, src_spm, src_len, &vocab);
-	StoreTokenizer(tgt_name, tgt_spm, tgt_len, &vocab);
+	StoreTokenizer(src_name, mi->src_spm, mi->src_len, &vocab);
+	StoreTokenizer(tgt_name, mi->tgt_spm, mi->tgt_len, &tgt_vocab);
 
 	level = ExtSpiConnect();
 	q = psprintf("DELETE FROM %s WHERE name = $1", ExtensionTableName("transformer_models"));
@@ -333,29 +198,37 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		if (SPI_execute_with_args(q, 1, types, args, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not replace model \"%s\"", name);
 	}
+	if (languages != NULL && !ExtensionTableHasColumn("transformer_models", "languages"))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("model \"%s\" needs version 0.6.0 of extension \"transformer\"", name),
+				 errdetail("Its language tokens are stored in a column that version adds."),
+				 errhint("Run ALTER EXTENSION transformer UPDATE.")));
 	q = psprintf("INSERT INTO %s (name, config, config_json, vocab_json, safetensors_header, "
 				 "source_tokenizer, target_tokenizer, generation_config, generation_config_json, "
-				 "source_lang, target_lang) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-				 ExtensionTableName("transformer_models"));
+				 "source_lang, target_lang%s) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11%s)",
+				 ExtensionTableName("transformer_models"),
+				 languages ? ", languages" : "", languages ? ", $12" : "");
 	{
-		Oid			types[11] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID,
-		JSONBOID, BYTEAOID, TEXTOID, TEXTOID};
-		Datum		args[11];
-		char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', gen_text ? ' ' : 'n', gen_text ? ' ' : 'n',
-		source_lang ? ' ' : 'n', target_lang ? ' ' : 'n'};
+		Oid			types[12] = {TEXTOID, JSONBOID, BYTEAOID, BYTEAOID, BYTEAOID, TEXTOID, TEXTOID,
+		JSONBOID, BYTEAOID, TEXTOID, TEXTOID, JSONBOID};
+		Datum		args[12];
+		char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', mi->gen ? ' ' : 'n', mi->gen ? ' ' : 'n',
+		mi->source_lang ? ' ' : 'n', mi->target_lang ? ' ' : 'n', ' '};
 
 		args[0] = CStringGetTextDatum(name);
 		args[1] = JsonbPGetDatum(config);
-		args[2] = PointerGetDatum(ByteaOf(config_text, config_len));
-		args[3] = PointerGetDatum(ByteaOf(vocab_text, vocab_len));
-		args[4] = PointerGetDatum(ByteaOf(st_header, 8 + hlen));
+		args[2] = PointerGetDatum(ByteaOf(mi->config, mi->config_len));
+		args[3] = PointerGetDatum(ByteaOf(mi->vocab, mi->vocab_len));
+		args[4] = PointerGetDatum(ByteaOf(mi->header, 8 + mi->hlen));
 		args[5] = CStringGetTextDatum(src_name);
 		args[6] = CStringGetTextDatum(tgt_name);
 		args[7] = generation ? JsonbPGetDatum(generation) : (Datum) 0;
-		args[8] = gen_text ? PointerGetDatum(ByteaOf(gen_text, gen_len)) : (Datum) 0;
-		args[9] = source_lang ? CStringGetTextDatum(source_lang) : (Datum) 0;
-		args[10] = target_lang ? CStringGetTextDatum(target_lang) : (Datum) 0;
-		if (SPI_execute_with_args(q, 11, types, args, nulls, false, 0) != SPI_OK_INSERT)
+		args[8] = mi->gen ? PointerGetDatum(ByteaOf(mi->gen, mi->gen_len)) : (Datum) 0;
+		args[9] = mi->source_lang ? CStringGetTextDatum(mi->source_lang) : (Datum) 0;
+		args[10] = mi->target_lang ? CStringGetTextDatum(mi->target_lang) : (Datum) 0;
+		args[11] = languages ? JsonbPGetDatum(languages) : (Datum) 0;
+		if (SPI_execute_with_args(q, languages ? 12 : 11, types, args, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store model \"%s\"", name);
 	}
 	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data) "
@@ -366,9 +239,17 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		Oid			types[6] = {TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, INT8OID, BYTEAOID};
 		Datum		args[6];
 		Datum	   *dims = palloc(sizeof(Datum) * (t->ndim + 1));
-		bytea	   *data = ByteaOf(t->data, t->nbytes);
+		bytea	   *data;
 
 		CHECK_FOR_INTERRUPTS();
+		if (mi->files != NULL)
+		{
+			/* read, checked, stored and freed: one tensor at a time */
+			data = ReadTensorBytea(mi->files, t);
+			CheckTensorValues(t);
+		}
+		else
+			data = ByteaOf(t->data, t->nbytes);
 		for (int k = 0; k < t->ndim; k++)
 			dims[k] = Int64GetDatum(t->shape[k]);
 		args[0] = CStringGetTextDatum(name);
@@ -380,6 +261,18 @@ StoreModel(const char *name, const char *config_text, Size config_len,
 		if (SPI_execute_with_args(q, 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store tensor \"%s\"", t->name);
 		pfree(data);
+		if (mi->files != NULL)
+			t->data = NULL;
+		/* progress, for imports of more than 256 MB */
+		done_bytes += t->nbytes;
+		if (total_bytes > 256.0 * 1024 * 1024 && done_bytes >= total_bytes * next_tenth / 10.0)
+		{
+			ereport(NOTICE,
+					(errmsg("model \"%s\": stored %d of %d tensors, %.0f of %.0f MB",
+							name, i + 1, ntensors, done_bytes / 1048576.0, total_bytes / 1048576.0)));
+			while (done_bytes >= total_bytes * next_tenth / 10.0)
+				next_tenth++;
+		}
 	}
 	ExtSpiFinish(level);
 	return params;
@@ -391,50 +284,435 @@ ModelFilePath(const char *dir, const char *file)
 	return psprintf("%s/%s", dir, file);
 }
 
-/* Read a model directory's five files and store them. */
+static bool
+HasFile(const char *dir, const char *file)
+{
+	struct stat st;
+	char	   *path = ModelFilePath(dir, file);
+
+	if (stat(path, &st) == 0)
+		return true;
+	if (errno != ENOENT)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	return false;
+}
+
+/* A file the layout needs; ERROR naming it and what it is for if it is missing. */
+static char *
+NeededFile(const char *dir, const char *file, const char *what, Size *len)
+{
+	if (!HasFile(dir, file))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("model directory \"%s\" lacks %s", dir, file),
+				 errdetail("It is %s.", what)));
+	return ReadServerFile(ModelFilePath(dir, file), MAX_TEXT_FILE, len);
+}
+
+static char *
+OptionalFile(const char *dir, const char *file, Size *len)
+{
+	*len = 0;
+	if (!HasFile(dir, file))
+		return NULL;
+	return ReadServerFile(ModelFilePath(dir, file), MAX_TEXT_FILE, len);
+}
+
+/* A key of a JSON object, or NULL. */
+static JsonbValue *
+JsonKey(Jsonb *j, const char *key)
+{
+	if (j == NULL || !JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		return NULL;
+	return getKeyJsonValueFromContainer(&j->root, key, strlen(key), NULL);
+}
+
+static bool
+JsonTrue(Jsonb *j, const char *key)
+{
+	JsonbValue *v = JsonKey(j, key);
+
+	return v != NULL && v->type == jbvBool && v->val.boolean;
+}
+
+/* ------------------------------------------------------------ languages */
+
+typedef struct LangList
+{
+	int			n;
+	char	  **code;
+	char	  **token;
+	int		   *id;
+} LangList;
+
+static void
+lang_add(LangList *l, const char *code, const char *token, int id)
+{
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->code[i], code) == 0)
+			return;
+	if (l->n % 64 == 0)
+	{
+		l->code = l->n ? repalloc(l->code, sizeof(char *) * (l->n + 64)) : palloc(sizeof(char *) * 64);
+		l->token = l->n ? repalloc(l->token, sizeof(char *) * (l->n + 64)) : palloc(sizeof(char *) * 64);
+		l->id = l->n ? repalloc(l->id, sizeof(int) * (l->n + 64)) : palloc(sizeof(int) * 64);
+	}
+	l->code[l->n] = pstrdup(code);
+	l->token[l->n] = pstrdup(token);
+	l->id[l->n] = id;
+	l->n++;
+}
+
+/* {"source": ..., "target": ..., "codes": [{"code", "token", "id"}, ...]} */
+static Jsonb *
+LanguagesJsonb(const LangList *l, const char *source, const char *target)
+{
+	StringInfoData s;
+
+	if (l->n == 0)
+		return NULL;
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"source\": \"%s\", \"target\": \"%s\", \"codes\": [", source, target);
+	for (int i = 0; i < l->n; i++)
+	{
+		appendStringInfoString(&s, i ? ", {\"code\": " : "{\"code\": ");
+		escape_json(&s, l->code[i]);
+		appendStringInfoString(&s, ", \"token\": ");
+		escape_json(&s, l->token[i]);
+		appendStringInfo(&s, ", \"id\": %d}", l->id[i]);
+	}
+	appendStringInfoString(&s, "]}");
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+}
+
+/* MarianTokenizer's language codes: >>fra<< pieces of the vocabulary */
+Jsonb *
+MarianLanguages(const Tokenizer *t)
+{
+	LangList	l;
+
+	memset(&l, 0, sizeof(l));
+	for (int id = 0; id < t->nmodel; id++)
+	{
+		const char *p = t->model_piece[id];
+		uint32		len = t->model_piece_len[id];
+
+		if (p != NULL && len > 4 && len <= 36 && strncmp(p, ">>", 2) == 0 &&
+			strncmp(p + len - 2, "<<", 2) == 0)
+		{
+			char	   *token = pnstrdup(p, len);
+			char	   *code = pnstrdup(p + 2, len - 4);
+
+			lang_add(&l, code, token, id);
+		}
+	}
+	return LanguagesJsonb(&l, "none", "prefix");
+}
+
+static bool
+is_nllb_code(const char *s)
+{
+	/* NLLB's codes: ISO 639-3 language, ISO 15924 script, as deu_Latn */
+	size_t		len = strlen(s);
+
+	if (len != 8 || s[3] != '_')
+		return false;
+	for (int i = 0; i < 3; i++)
+		if (s[i] < 'a' || s[i] > 'z')
+			return false;
+	return s[4] >= 'A' && s[4] <= 'Z' && s[5] >= 'a' && s[5] <= 'z' &&
+		s[6] >= 'a' && s[6] <= 'z' && s[7] >= 'a' && s[7] <= 'z';
+}
+
+/* M2M100's language tokens: __de__; the code is de */
+static char *
+m2m100_code(const char *s)
+{
+	size_t		len = strlen(s);
+
+	if (len < 5 || len > 36 || strncmp(s, "__", 2) != 0 || strcmp(s + len - 2, "__") != 0)
+		return NULL;
+	return pnstrdup(s + 2, len - 4);
+}
+
+static char *
+token_content(JsonbValue *v)
+{
+	if (v->type == jbvString)
+		return pnstrdup(v->val.string.val, v->val.string.len);
+	if (v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data))
+	{
+		JsonbValue *c = getKeyJsonValueFromContainer(v->val.binary.data, "content", 7, NULL);
+
+		if (c != NULL && c->type == jbvString)
+			return pnstrdup(c->val.string.val, c->val.string.len);
+	}
+	return NULL;
+}
+
+static int
+json_int(JsonbValue *v, int dflt)
+{
+	if (v == NULL || v->type != jbvNumeric)
+		return dflt;
+	return DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+}
+
+/*
+ * The language tokens of an NLLB or M2M100 tokenizer, with their ids, as
+ * transformers finds them: tokenizer_config.json's added_tokens_decoder
+ * (id -> token), else tokenizer.json's added_tokens, else the
+ * additional_special_tokens in order, numbered from first_id
+ * (NllbTokenizer: after the SentencePiece pieces and the fairseq offset;
+ * M2M100Tokenizer: after vocab.json).
+ */
+static void
+find_language_tokens(const char *dir, Jsonb *tc, bool nllb, int first_id, LangList *l)
+{
+	JsonbValue *v = JsonKey(tc, "added_tokens_decoder");
+	Size		len;
+	char	   *s;
+
+	if (v != NULL && v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data))
+	{
+		JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
+		JsonbValue	k;
+		JsonbIteratorToken tok;
+
+		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+		{
+			char	   *idstr;
+			char	   *content;
+			char	   *code;
+			char	   *end;
+			long		id;
+
+			if (tok != WJB_KEY)
+				continue;
+			idstr = pnstrdup(k.val.string.val, k.val.string.len);
+			tok = JsonbIteratorNext(&it, &k, true);
+			content = token_content(&k);
+			id = strtol(idstr, &end, 10);
+			if (content == NULL || *end != '\0' || id < 0 || id > INT_MAX)
+				continue;
+			code = nllb ? (is_nllb_code(content) ? content : NULL) : m2m100_code(content);
+			if (code)
+				lang_add(l, code, content, (int) id);
+		}
+		if (l->n > 0)
+			return;
+	}
+	s = OptionalFile(dir, "tokenizer.json", &len);
+	if (s != NULL)
+	{
+		Jsonb	   *tj = ParseJsonText("tokenizer.json", s, len);
+		JsonbValue *added = JsonKey(tj, "added_tokens");
+
+		if (added != NULL && added->type == jbvBinary && JsonContainerIsArray(added->val.binary.data))
+		{
+			int			n = JsonContainerSize(added->val.binary.data);
+
+			for (int i = 0; i < n; i++)
+			{
+				JsonbValue *e = getIthJsonbValueFromContainer(added->val.binary.data, i);
+				char	   *content;
+				char	   *code;
+				int			id;
+
+				if (e == NULL || e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
+					continue;
+				content = token_content(e);
+				id = json_int(getKeyJsonValueFromContainer(e->val.binary.data, "id", 2, NULL), -1);
+				if (content == NULL || id < 0)
+					continue;
+				code = nllb ? (is_nllb_code(content) ? content : NULL) : m2m100_code(content);
+				if (code)
+					lang_add(l, code, content, id);
+			}
+		}
+		pfree(s);
+		if (l->n > 0)
+			return;
+	}
+	/* additional_special_tokens, from tokenizer_config.json, else special_tokens_map.json */
+	v = JsonKey(tc, "additional_special_tokens");
+	if (v == NULL)
+	{
+		s = OptionalFile(dir, "special_tokens_map.json", &len);
+		if (s != NULL)
+			v = JsonKey(ParseJsonText("special_tokens_map.json", s, len), "additional_special_tokens");
+	}
+	if (v != NULL && v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data))
+	{
+		int			n = JsonContainerSize(v->val.binary.data);
+		int			next = first_id;
+
+		for (int i = 0; i < n; i++)
+		{
+			char	   *content = token_content(getIthJsonbValueFromContainer(v->val.binary.data, i));
+			char	   *code;
+
+			if (content == NULL)
+				continue;
+			code = nllb ? (is_nllb_code(content) ? content : NULL) : m2m100_code(content);
+			if (code)
+				lang_add(l, code, content, next++);
+		}
+	}
+}
+
+/*
+ * NllbTokenizer's ids of the SentencePiece pieces, as vocab.json text:
+ * fairseq's <s> 0, <pad> 1, </s> 2, <unk> 3, then each piece at its
+ * SentencePiece id + 1 (the fairseq offset).
+ */
+static char *
+NllbVocab(const char *spm, Size spm_len, int *npieces, Size *len)
+{
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	char		err[256];
+	SpmModel   *m = spm_load(spm, spm_len, &a, err, sizeof(err));
+	StringInfoData s;
+
+	if (m == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid SentencePiece model \"sentencepiece.bpe.model\""),
+				 errdetail_internal("%s", err)));
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"<s>\": 0, \"<pad>\": 1, \"</s>\": 2, \"<unk>\": 3");
+	for (int i = 3; i < m->npieces; i++)
+	{
+		const SpmPiece *p = &m->pieces[i];
+
+		if ((p->len == 3 && memcmp(p->str, "<s>", 3) == 0) ||
+			(p->len == 4 && memcmp(p->str, "</s>", 4) == 0) ||
+			(p->len == 5 && (memcmp(p->str, "<unk>", 5) == 0 || memcmp(p->str, "<pad>", 5) == 0)))
+			continue;
+		appendStringInfoString(&s, ", ");
+		escape_json(&s, pnstrdup(p->str, p->len));
+		appendStringInfo(&s, ": %d", i + 1);
+	}
+	appendStringInfoChar(&s, '}');
+	*npieces = m->npieces;
+	*len = s.len;
+	return s.data;
+}
+
+/* A string key of tokenizer_config.json of at most 32 bytes, or dflt. */
+static char *
+LangKey(Jsonb *tc, const char *key, const char *dflt)
+{
+	char	   *s = tc ? JsonStringKey(tc, key) : NULL;
+
+	return s ? s : (char *) dflt;
+}
+
+/*
+ * An M2M100-family directory's tokenizer: NLLB-200's (sentencepiece.bpe.model
+ * with the fairseq ids) or M2M100's (vocab.json and sentencepiece.bpe.model),
+ * and where the source language token goes: NllbTokenizer puts it before
+ * the text ([deu_Latn] ... </s>), or after it with legacy_behaviour
+ * (... </s> deu_Latn); M2M100Tokenizer before ([__de__] ... </s>).  The
+ * target language is forced as the first generated token.
+ */
+static void
+ReadM2M100Tokenizer(const char *dir, Jsonb *tc, ModelImport *mi)
+{
+	char	   *cls = tc ? JsonStringKey(tc, "tokenizer_class") : NULL;
+	bool		nllb = cls ? strncmp(cls, "Nllb", 4) == 0 : !HasFile(dir, "vocab.json");
+	LangList	l;
+	Size		len;
+	char	   *spm = NeededFile(dir, "sentencepiece.bpe.model", "the SentencePiece model of the tokenizer", &len);
+	const char *source;
+
+	memset(&l, 0, sizeof(l));
+	mi->src_spm = mi->tgt_spm = spm;
+	mi->src_len = mi->tgt_len = len;
+	if (nllb)
+	{
+		int			npieces;
+
+		mi->vocab = NllbVocab(spm, len, &npieces, &mi->vocab_len);
+		find_language_tokens(dir, tc, true, npieces + 1, &l);
+		source = JsonTrue(tc, "legacy_behaviour") ? "suffix" : "prefix";
+		mi->source_lang = LangKey(tc, "src_lang", "eng_Latn");
+	}
+	else
+	{
+		TokVocab	v;
+		Tokenizer	t;
+
+		mi->vocab = NeededFile(dir, "vocab.json", "M2M100Tokenizer's vocabulary", &mi->vocab_len);
+		v = VocabFromFile("vocab.json", mi->vocab, mi->vocab_len);
+		memset(&t, 0, sizeof(t));
+		t.cxt = AllocSetContextCreate(CurrentMemoryContext, "tokenizer check", ALLOCSET_DEFAULT_SIZES);
+		BuildTokenizer(&t, spm, len, &v);
+		find_language_tokens(dir, tc, false, t.nmodel, &l);
+		MemoryContextDelete(t.cxt);
+		source = "prefix";
+		mi->source_lang = LangKey(tc, "src_lang", "en");
+	}
+	mi->target_lang = LangKey(tc, "tgt_lang", NULL);
+	if (l.n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model directory \"%s\" names no language tokens", dir),
+				 errdetail("%s models need them: tokenizer_config.json's added_tokens_decoder or additional_special_tokens, or tokenizer.json's added_tokens.",
+						   nllb ? "NLLB" : "M2M100")));
+	mi->languages = LanguagesJsonb(&l, source, "forced_bos");
+}
+
+/* A Marian directory's tokenizers: source.spm, target.spm, vocab.json, and target_vocab.json if separate. */
+static void
+ReadMarianTokenizers(const char *dir, Jsonb *tc, ModelImport *mi)
+{
+	mi->src_spm = NeededFile(dir, "source.spm", "the SentencePiece model of the source language", &mi->src_len);
+	mi->tgt_spm = NeededFile(dir, "target.spm", "the SentencePiece model of the target language", &mi->tgt_len);
+	mi->vocab = NeededFile(dir, "vocab.json", "MarianTokenizer's vocabulary", &mi->vocab_len);
+	if (JsonTrue(tc, "separate_vocabs"))
+		mi->tgt_vocab = NeededFile(dir, "target_vocab.json",
+								   "the target vocabulary of a tokenizer with separate_vocabs", &mi->tgt_vocab_len);
+	mi->source_lang = tc ? JsonStringKey(tc, "source_lang") : NULL;
+	mi->target_lang = tc ? JsonStringKey(tc, "target_lang") : NULL;
+}
+
+/*
+ * Import a model directory as Hugging Face publishes it: config.json,
+ * the weights (checkpoint_files.c), the tokenizer of its family,
+ * generation_config.json and tokenizer_config.json if present.
+ */
 static int64
 ImportDirectory(const char *name, const char *dir)
 {
-	Size		config_len,
-				hlen,
-				src_len,
-				tgt_len,
-				vocab_len;
-	char	   *config = ReadServerFile(ModelFilePath(dir, "config.json"), MAX_TEXT_FILE, &config_len);
-	char	   *header;
-	StoredTensor *tensors;
-	int			n = ReadSafetensorsFile(ModelFilePath(dir, "model.safetensors"), &tensors, &header, &hlen);
-	char	   *src = ReadServerFile(ModelFilePath(dir, "source.spm"), MAX_TEXT_FILE, &src_len);
-	char	   *tgt = ReadServerFile(ModelFilePath(dir, "target.spm"), MAX_TEXT_FILE, &tgt_len);
-	char	   *vocab = ReadServerFile(ModelFilePath(dir, "vocab.json"), MAX_TEXT_FILE, &vocab_len);
-	char	   *gen_path = ModelFilePath(dir, "generation_config.json");
-	char	   *gen = NULL;
-	Size		gen_len = 0;
-	char	   *source_lang = NULL;
-	char	   *target_lang = NULL;
-	struct stat st;
+	ModelImport mi;
+	CheckpointFiles files;
+	Jsonb	   *config;
+	Jsonb	   *tc = NULL;
+	Size		len;
+	char	   *s;
+	ModelFamily family;
 
+	memset(&mi, 0, sizeof(mi));
+	mi.config = NeededFile(dir, "config.json", "the model's configuration", &mi.config_len);
+	config = ParseJsonText("config.json", mi.config, mi.config_len);
+	family = ConfigFamily(config);
+	s = OptionalFile(dir, "tokenizer_config.json", &len);
+	if (s != NULL)
+		tc = ParseJsonText("tokenizer_config.json", s, len);
+
+	mi.ntensors = LocateCheckpoint(dir, family == FAMILY_M2M100, &files, &mi.tensors,
+								   (char **) &mi.header, &mi.hlen);
+	mi.files = &files;
+	if (family == FAMILY_M2M100)
+		ReadM2M100Tokenizer(dir, tc, &mi);
+	else
+		ReadMarianTokenizers(dir, tc, &mi);
 	/* optional, as in Hugging Face's from_pretrained() */
-	if (stat(gen_path, &st) == 0)
-		gen = ReadServerFile(gen_path, MAX_TEXT_FILE, &gen_len);
-	else if (errno != ENOENT)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat file \"%s\": %m", gen_path)));
-	/* the languages, from tokenizer_config.json where the directory has one */
-	gen_path = ModelFilePath(dir, "tokenizer_config.json");
-	if (stat(gen_path, &st) == 0)
-	{
-		Size		tc_len;
-		char	   *tc = ReadServerFile(gen_path, MAX_TEXT_FILE, &tc_len);
-		Jsonb	   *j = ParseJsonText("tokenizer_config.json", tc, tc_len);
-
-		source_lang = JsonStringKey(j, "source_lang");
-		target_lang = JsonStringKey(j, "target_lang");
-	}
-	return StoreModel(name, config, config_len, header, hlen, tensors, n,
-					  src, src_len, tgt, tgt_len, vocab, vocab_len, gen, gen_len,
-					  source_lang, target_lang);
+	mi.gen = OptionalFile(dir, "generation_config.json", &mi.gen_len);
+	return StoreModel(name, &mi);
 }
 
 PG_FUNCTION_INFO_V1(import_model);
@@ -514,13 +792,26 @@ load_model(PG_FUNCTION_ARGS)
 		gen = PG_GETARG_BYTEA_PP(6);
 	CheckModelName(name);
 	n = ParseSafetensors(VARDATA_ANY(st), VARSIZE_ANY_EXHDR(st), &tensors, &hlen);
-	PG_RETURN_INT64(StoreModel(name, VARDATA_ANY(config), VARSIZE_ANY_EXHDR(config),
-							   VARDATA_ANY(st), hlen, tensors, n,
-							   VARDATA_ANY(src), VARSIZE_ANY_EXHDR(src),
-							   VARDATA_ANY(tgt), VARSIZE_ANY_EXHDR(tgt),
-							   VARDATA_ANY(vocab), VARSIZE_ANY_EXHDR(vocab),
-							   gen ? VARDATA_ANY(gen) : NULL, gen ? VARSIZE_ANY_EXHDR(gen) : 0,
-							   NULL, NULL));
+	{
+		ModelImport mi;
+
+		memset(&mi, 0, sizeof(mi));
+		mi.config = VARDATA_ANY(config);
+		mi.config_len = VARSIZE_ANY_EXHDR(config);
+		mi.header = VARDATA_ANY(st);
+		mi.hlen = hlen;
+		mi.tensors = tensors;
+		mi.ntensors = n;
+		mi.src_spm = VARDATA_ANY(src);
+		mi.src_len = VARSIZE_ANY_EXHDR(src);
+		mi.tgt_spm = VARDATA_ANY(tgt);
+		mi.tgt_len = VARSIZE_ANY_EXHDR(tgt);
+		mi.vocab = VARDATA_ANY(vocab);
+		mi.vocab_len = VARSIZE_ANY_EXHDR(vocab);
+		mi.gen = gen ? VARDATA_ANY(gen) : NULL;
+		mi.gen_len = gen ? VARSIZE_ANY_EXHDR(gen) : 0;
+		PG_RETURN_INT64(StoreModel(name, &mi));
+	}
 }
 
 PG_FUNCTION_INFO_V1(drop_model);

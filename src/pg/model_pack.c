@@ -9,6 +9,7 @@
 
 #include "common/int.h"
 #include "miscadmin.h"
+#include "utils/memutils.h"
 
 #include "model_store.h"
 
@@ -27,7 +28,11 @@ typedef struct WeightBuilder
 	Size		arena_bytes;
 	Size		next;
 	bool		from_tables;	/* loading stored rows (not checking files to import) */
+	bool		shapes_only;	/* names and shapes only: no data, no arena */
 } WeightBuilder;
+
+/* what weight() and matrix() give for a present tensor when only shapes are checked */
+static const float shape_checked[1];
 
 /* every tensor in the arena starts on a cache line */
 #define ARENA_ALIGN 64
@@ -148,11 +153,15 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return NULL;
+	if (wb->shapes_only && StoredDType(t) != TF_I8)
+		return shape_checked;
 	if (StoredDType(t) == TF_I8)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tensor \"%s\" is int8, but only weight matrices may be", name),
 				 errdetail("Biases, norms, positions and scales are F32, F16 or BF16.")));
+	if (wb->shapes_only)
+		return shape_checked;
 	CHECK_FOR_INTERRUPTS();
 	out = arena_take(wb, sizeof(float) * numel, name);
 	tf_to_float(numel, out, t->data, StoredDType(t));
@@ -175,8 +184,22 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 
 	if (t == NULL)
 		return mat;
-	CHECK_FOR_INTERRUPTS();
 	mat.dtype = StoredDType(t);
+	if (wb->shapes_only)
+	{
+		char	   *scale_name = psprintf("%s_scale", name);
+		int			idx;
+
+		if (mat.dtype == TF_I8 && find_tensor(wb, scale_name, &idx) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("int8 matrix \"%s\" has no scales", name)));
+		if (mat.dtype == TF_I8)
+			(void) weight(wb, scale_name, true, d0, 0);
+		mat.data = shape_checked;
+		return mat;
+	}
+	CHECK_FOR_INTERRUPTS();
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
 	if (mat.dtype == TF_I8)
 	{
@@ -276,16 +299,42 @@ positions(WeightBuilder *wb, const char *name)
 	const float *p = weight(wb, name, c->positions == TF_POS_LEARNED, c->max_pos, c->d_model);
 	float	   *table;
 
-	if (p != NULL)
+	if (p != NULL || wb->shapes_only)
 		return p;
 	table = arena_take(wb, sizeof(float) * c->max_pos * c->d_model, name);
-	tf_sinusoidal_positions(c->max_pos, c->d_model, c->positions, table);
+	tf_sinusoidal_positions(c->max_pos, c->d_model, c->positions,
+							c->positions == TF_POS_SINUSOIDAL_FAIRSEQ ? c->pad_id + 1 : 0, table);
 	return table;
 }
+
+static Size build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+						  const char **arena, bool shapes_only);
 
 Size
 BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 				  const char **arena)
+{
+	return build_weights(m, tensors, ntensors, cxt, arena, false);
+}
+
+/*
+ * The checks of BuildModelWeights() on names and shapes only, before any
+ * tensor's bytes are read: an import streams them afterwards (see
+ * CheckTensorValues()).  m's weights are left unusable.
+ */
+void
+CheckModelShapes(TfModel *m, StoredTensor *tensors, int ntensors)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "model shapes", ALLOCSET_DEFAULT_SIZES);
+
+	build_weights(m, tensors, ntensors, cxt, NULL, true);
+	MemoryContextDelete(cxt);
+	memset(&m->w, 0, sizeof(m->w));
+}
+
+static Size
+build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+			  const char **arena, bool shapes_only)
 {
 	TfConfig   *c = &m->cfg;
 	int			d = c->d_model;
@@ -320,13 +369,17 @@ BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext
 	wb.ntensors = ntensors;
 	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
 	wb.arena_bytes = (Size) bytes;
+	wb.shapes_only = shapes_only;
 	/* zeroed: the padding between weights goes into the shared file, which is then the same whoever builds it */
-	wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
+	if (!shapes_only)
+	{
+		wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
+	}
 
 	/* token embeddings: shared, unless the checkpoint unties them */
 	shared = matrix(&wb, "model.shared.weight", false, c->vocab, d);
-	m->w.enc_embed = matrix(&wb, "model.encoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
+	m->w.enc_embed = matrix(&wb, "model.encoder.embed_tokens.weight", shared.data == NULL, c->src_vocab, d);
 	if (m->w.enc_embed.data == NULL)
 		m->w.enc_embed = shared;
 	m->w.dec_embed = matrix(&wb, "model.decoder.embed_tokens.weight", shared.data == NULL, c->vocab, d);
@@ -410,4 +463,52 @@ bool
 IsWeightMatrix(const StoredTensor *t)
 {
 	return kept_as_stored(t);
+}
+
+/*
+ * The value checks of BuildModelWeights() on one tensor's bytes as an
+ * import streams them: no NaN or infinity in a float tensor, no negative
+ * int8 scale.
+ */
+void
+CheckTensorValues(const StoredTensor *t)
+{
+	TfDType		dt = StoredDType(t);
+	Size		esize = dt == TF_F32 ? 4 : dt == TF_I8 ? 1 : 2;
+	Size		numel = t->nbytes / esize;
+	size_t		len = strlen(t->name);
+	bool		scale = len > 6 && strcmp(t->name + len - 6, "_scale") == 0;
+
+	if (dt == TF_I8)
+		return;
+	for (Size i = 0; i < numel; i++)
+	{
+		if ((i & 0xfffff) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (dt == TF_F32)
+		{
+			float		f;
+
+			memcpy(&f, t->data + i * 4, 4);
+			if (!isfinite(f))
+				not_finite(t->name);
+			if (scale && f < 0.0f)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("tensor \"%s\" has a negative scale", t->name)));
+		}
+		else
+		{
+			uint16		h;
+			uint16		mask = dt == TF_F16 ? 0x7c00 : 0x7f80;
+
+			memcpy(&h, t->data + i * 2, 2);
+			if ((h & mask) == mask)
+				not_finite(t->name);
+			if (scale && (h & 0x8000) && (h & 0x7fff) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("tensor \"%s\" has a negative scale", t->name)));
+		}
+	}
 }

@@ -150,11 +150,12 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s "
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s, %s "
 					 "FROM %s WHERE name = $1",
 					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
 					 "NULL::jsonb, NULL::text, NULL::text",
 					 RowVersionSql("transformer_models"),
+					 ExtensionTableHasColumn("transformer_models", "languages") ? "languages" : "NULL::jsonb",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -178,6 +179,12 @@ load_model(void *e, const char *name)
 	ParseModelConfig(DatumGetJsonbP(d[0]), &entry->model.cfg);
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
+	{
+		bool		lnull;
+		Datum		l = SPI_getbinval(row, desc, 8, &lnull);
+
+		LoadLanguages(entry, lnull ? NULL : DatumGetJsonbP(l), name);
+	}
 
 	/*
 	 * The shared file of this version of the rows, or the tables.  Rows of

@@ -25,7 +25,19 @@ typedef struct StoredTensor
 	int64		offset;			/* in the safetensors file's data section */
 	const char *data;
 	Size		nbytes;
+	/* where an import finds the bytes (checkpoint_files.c) */
+	int			src_file;
+	uint64		src_offset;
+	int			alias_of;		/* an earlier tensor with the same bytes, or -1 */
 } StoredTensor;
+
+/* The files of a checkpoint (checkpoint_files.c). */
+typedef struct CheckpointFiles
+{
+	int			nfiles;
+	char	  **paths;
+	const char *layout;			/* "model.safetensors", "sharded pytorch_model.bin", ... */
+} CheckpointFiles;
 
 /*
  * The model's generation config, as Hugging Face reads it: from
@@ -63,7 +75,23 @@ typedef struct CachedModel
 	char		target_tokenizer[NAMEDATALEN];
 	Size		weight_bytes;	/* bytes of the weights as held */
 	Size		shared_file_bytes;	/* > 0: mapped from the shared file of this size */
+	/* language tokens (model_languages.c) */
+	int			nlangs;
+	char	  **lang_code;		/* (nlangs) deu_Latn, de, fra */
+	char	  **lang_token;		/* (nlangs) deu_Latn, __de__, >>fra<< */
+	int		   *lang_id;		/* (nlangs) */
+	int			lang_source;	/* where the source language's token goes: LANG_* */
+	bool		lang_forced_bos;	/* the target's is forced first (else it starts the source) */
 } CachedModel;
+
+enum
+{
+	LANG_NONE, LANG_PREFIX, LANG_SUFFIX
+};
+
+/* model_languages.c */
+extern void LoadLanguages(CachedModel *cm, Jsonb *languages, const char *model);
+extern bool IsLanguageToken(const CachedModel *cm, int id);
 
 /* The model called name, loaded once per backend; ERROR if none. */
 extern CachedModel *GetModel(const char *name);
@@ -96,6 +124,21 @@ extern void ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *cf
 extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 							  const char **arena);
 
+/* BuildModelWeights()'s checks of names and shapes only (tensors' data unread). */
+extern void CheckModelShapes(TfModel *m, StoredTensor *tensors, int ntensors);
+
+/* BuildModelWeights()'s checks of one tensor's values (finite; int8 scales >= 0). */
+extern void CheckTensorValues(const StoredTensor *t);
+
+/* The families of model_type (model_config.c). */
+typedef enum ModelFamily
+{
+	FAMILY_MARIAN,
+	FAMILY_M2M100
+} ModelFamily;
+
+extern ModelFamily ConfigFamily(Jsonb *config);
+
 /*
  * The tensors of model `name` (in file order), checked as untrusted rows
  * (ERROR "model is damaged"); inside ExtSpiConnect(): the data lives in
@@ -109,13 +152,56 @@ extern TfDType StoredDType(const StoredTensor *t);
 /* A weight matrix (kept in its dtype, quantizable), not a vector or positions? */
 extern bool IsWeightMatrix(const StoredTensor *t);
 
+/* checkpoint_files.c */
+
+/*
+ * The weights of a checkpoint directory, located but not read: the tensors
+ * to store (tied aliases dropped) and the safetensors header describing
+ * them laid end to end (8 + *hlen bytes).
+ */
+extern int	LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTensor **out,
+							 char **header, Size *hlen);
+/* One located tensor's bytes in a new bytea; t->data points into it. */
+extern bytea *ReadTensorBytea(const CheckpointFiles *files, StoredTensor *t);
+/* A whole safetensors file in memory (bytes from the client); data points into buf. */
+extern int	ParseSafetensors(const char *buf, Size len, StoredTensor **out, Size *hlen_out);
+/* A safetensors header for tensors laid out in order (sets their offsets). */
+extern char *SafetensorsHeaderFor(StoredTensor *t, int n, const char *metadata, Size *hlen);
+
+/* What StoreModel() stores: the files of a model, as bytes. */
+typedef struct ModelImport
+{
+	const char *config;			/* config.json */
+	Size		config_len;
+	const char *header;			/* the safetensors header: 8 + hlen bytes */
+	Size		hlen;
+	StoredTensor *tensors;
+	int			ntensors;
+	const CheckpointFiles *files;	/* the tensors' bytes are read from these;
+									 * NULL: they are in memory */
+	const char *src_spm;
+	Size		src_len;
+	const char *tgt_spm;
+	Size		tgt_len;
+	const char *vocab;			/* vocab.json: piece -> id (the source's) */
+	Size		vocab_len;
+	const char *tgt_vocab;		/* the target's, if separate; else NULL */
+	Size		tgt_vocab_len;
+	const char *gen;			/* generation_config.json, or NULL */
+	Size		gen_len;
+	const char *source_lang;	/* or NULL */
+	const char *target_lang;
+	Jsonb	   *languages;		/* language tokens (see model_languages()), or NULL */
+} ModelImport;
+
 /* model_files.c */
 extern void CheckModelName(const char *name);
-extern int64 StoreModel(const char *name, const char *config_text, Size config_len,
-						const char *st_header, Size hlen, StoredTensor *tensors, int ntensors,
-						const char *src_spm, Size src_len, const char *tgt_spm, Size tgt_len,
-						const char *vocab_text, Size vocab_len, const char *gen_text, Size gen_len,
-						const char *source_lang, const char *target_lang);
+extern int64 StoreModel(const char *name, const ModelImport *mi);
+/* A Marian vocabulary's >>fra<< tokens as the languages jsonb; NULL if none. */
+extern Jsonb *MarianLanguages(const Tokenizer *t);
+
+/* model_languages.c: ERROR unless languages is well-formed for cfg (untrusted rows). */
+extern void CheckLanguages(Jsonb *languages, const TfConfig *cfg, const char *model);
 
 /* Register the cache invalidation callback; from _PG_init. */
 extern void InitModelCache(void);

@@ -43,7 +43,7 @@ embed(PG_FUNCTION_ARGS)
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	CachedModel *cm = GetModel(model);
 	int			n;
-	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
+	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), NULL, &n);
 	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
 
 	tf_embed(&cm->model, n, ids, (float *) ARR_DATA_PTR(result));
@@ -57,7 +57,7 @@ encode(PG_FUNCTION_ARGS)
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	CachedModel *cm = GetModel(model);
 	int			n;
-	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), &n);
+	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), NULL, &n);
 	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
 	SpmAlloc	a = DecodeWorkspace(CurrentMemoryContext);
 
@@ -277,7 +277,7 @@ SentenceMaps(ReturnSetInfo *rsinfo, CachedModel *cm, const char *model, text *in
 	double		floats;
 	SpmAlloc	a;
 
-	src = SourceIds(cm, model, in, &n);
+	src = SourceIds(cm, model, in, o, &n);
 	DecodeOptions(cm, model, n, o, &opt);
 	nout = GenerateIds(cm, model, in, o, &out);
 	/* EOS ended it, unless the length did */

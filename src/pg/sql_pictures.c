@@ -44,7 +44,7 @@ positional_encoding(PG_FUNCTION_ARGS)
 				 errmsg("d_model must be an even number between 2 and 65536"),
 				 errdetail("It is %d.", d)));
 	out = NewFloat4Array(positions, d);
-	tf_sinusoidal_positions(positions, d, TF_POS_SINUSOIDAL_INTERLEAVED, (float *) ARR_DATA_PTR(out));
+	tf_sinusoidal_positions(positions, d, TF_POS_SINUSOIDAL_INTERLEAVED, 0, (float *) ARR_DATA_PTR(out));
 	PG_RETURN_ARRAYTYPE_P(out);
 }
 

@@ -97,44 +97,6 @@ new_tensor(StoredTensor *out, const StoredTensor *t, const char *name, const cha
 	memcpy((char *) out->data, data, nbytes);
 }
 
-/*
- * The safetensors header of tensors laid out in order: 8 bytes of length,
- * then the JSON, padded with spaces to a multiple of 8 (as safetensors
- * writes it).  Sets each tensor's offset; returns the JSON's length.
- */
-static char *
-safetensors_header(StoredTensor *t, int n, Size *hlen)
-{
-	StringInfoData j;
-	uint64		offset = 0;
-	uint64		len;
-	char	   *out;
-
-	initStringInfo(&j);
-	appendStringInfoString(&j, "{\"__metadata__\":{\"format\":\"pt\",\"quantization\":\"int8 per output row, symmetric, fp32 scales in <name>_scale\"}");
-	for (int i = 0; i < n; i++)
-	{
-		t[i].offset = offset;
-		appendStringInfoChar(&j, ',');
-		escape_json(&j, t[i].name);
-		appendStringInfo(&j, ":{\"dtype\":\"%s\",\"shape\":[", t[i].dtype);
-		for (int k = 0; k < t[i].ndim; k++)
-			appendStringInfo(&j, k ? ",%lld" : "%lld", (long long) t[i].shape[k]);
-		appendStringInfo(&j, "],\"data_offsets\":[%llu,%llu]}",
-						 (unsigned long long) offset, (unsigned long long) (offset + t[i].nbytes));
-		offset += t[i].nbytes;
-	}
-	appendStringInfoChar(&j, '}');
-	while (j.len % 8 != 0)
-		appendStringInfoChar(&j, ' ');
-	len = j.len;
-	out = palloc(8 + j.len);
-	for (int b = 0; b < 8; b++)
-		out[b] = (char) ((len >> (8 * b)) & 0xff);
-	memcpy(out + 8, j.data, j.len);
-	*hlen = j.len;
-	return out;
-}
 
 PG_FUNCTION_INFO_V1(quantize_model);
 Datum
@@ -164,7 +126,10 @@ quantize_model(PG_FUNCTION_ARGS)
 			   *tgt_spm,
 			   *source_lang,
 			   *target_lang,
-			   *header;
+			   *header,
+			   *tgt_vocab;
+	Size		tgt_vocab_len;
+	Jsonb	   *languages = NULL;
 	int			level;
 
 	if (pg_strcasecmp(dtype, "int8") != 0)
@@ -182,9 +147,12 @@ quantize_model(PG_FUNCTION_ARGS)
 
 	level = ExtSpiConnect();
 	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
-								   "s.model, t.model, m.source_lang, m.target_lang "
+								   "s.model, t.model, m.source_lang, m.target_lang, "
+								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ExtensionTableHasColumn("transformer_models", "languages") ?
+								   "m.languages" : "NULL::jsonb",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -200,6 +168,19 @@ quantize_model(PG_FUNCTION_ARGS)
 	tgt_spm = row_bytes(5, caller, &tgt_len);
 	source_lang = row_text(6, caller);
 	target_lang = row_text(7, caller);
+	tgt_vocab = row_bytes(8, caller, &tgt_vocab_len);
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull);
+
+		if (!isnull)
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			languages = DatumGetJsonbPCopy(d);
+			MemoryContextSwitchTo(old);
+		}
+	}
 	if (config == NULL || vocab == NULL || src_spm == NULL || tgt_spm == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -251,9 +232,31 @@ quantize_model(PG_FUNCTION_ARGS)
 	ExtSpiFinish(level);
 	MemoryContextSwitchTo(caller);
 
-	header = safetensors_header(dst, nout, &hlen);
-	(void) StoreModel(new_name, config, config_len, header, hlen, dst, nout,
-					  src_spm, src_len, tgt_spm, tgt_len, vocab, vocab_len, gen, gen_len,
-					  source_lang, target_lang);
+	header = SafetensorsHeaderFor(dst, nout, "{\"format\":\"pt\",\"quantization\":\"int8 per output row, symmetric, fp32 scales in <name>_scale\"}", &hlen);
+	{
+		ModelImport mi;
+
+		memset(&mi, 0, sizeof(mi));
+		mi.config = config;
+		mi.config_len = config_len;
+		mi.header = header;
+		mi.hlen = hlen;
+		mi.tensors = dst;
+		mi.ntensors = nout;
+		mi.src_spm = src_spm;
+		mi.src_len = src_len;
+		mi.tgt_spm = tgt_spm;
+		mi.tgt_len = tgt_len;
+		mi.vocab = vocab;
+		mi.vocab_len = vocab_len;
+		mi.tgt_vocab = tgt_vocab;
+		mi.tgt_vocab_len = tgt_vocab_len;
+		mi.gen = gen;
+		mi.gen_len = gen_len;
+		mi.source_lang = source_lang;
+		mi.target_lang = target_lang;
+		mi.languages = languages;
+		(void) StoreModel(new_name, &mi);
+	}
 	PG_RETURN_INT64(params);
 }

@@ -27,14 +27,23 @@
 
 /* ---------------------------------------------------------- inference */
 
-/* Source ids of input as Marian's tokenizer makes them: pieces, then EOS. */
+/*
+ * Source ids of input as the model's tokenizer makes them: pieces, then
+ * EOS; the call's language tokens before (Marian's >>fra<<, NLLB's
+ * deu_Latn, M2M100's __de__) or after (NLLB's legacy_behaviour).
+ */
 int *
-SourceIds(CachedModel *cm, const char *model, text *input, int *n)
+SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n)
 {
 	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
 	const TfConfig *c = &cm->model.cfg;
 	SpmEncoding enc;
 	int		   *ids;
+	int			prefix,
+				suffix,
+				forced_bos;
+	int			extra;
+	int			k = 0;
 
 	EncodeText(tok, input, &enc);
 	if (enc.ntokens == 0)
@@ -43,28 +52,58 @@ SourceIds(CachedModel *cm, const char *model, text *input, int *n)
 				 errmsg("input text is empty"),
 				 errdetail("It has no tokens once whitespace is normalized."),
 				 errhint("Leave out empty rows, e.g. WHERE btrim(body) <> ''.")));
-	if (enc.ntokens + 1 > c->max_pos)
+	ResolveLanguages(cm, model, o, &prefix, &suffix, &forced_bos);
+	extra = (prefix >= 0) + (suffix >= 0);
+	if (enc.ntokens + 1 + extra > c->max_pos)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("input text is too long for model \"%s\"", model),
-				 errdetail("It has %d tokens with the end-of-sentence token; the model has %d positions.",
-						   enc.ntokens + 1, c->max_pos),
+				 errdetail("It has %d tokens with the end-of-sentence and language tokens; the model has %d positions.",
+						   enc.ntokens + 1 + extra, c->max_pos),
 				 errhint("Split the text into sentences.")));
-	ids = palloc(sizeof(int) * (enc.ntokens + 1));
-	for (int i = 0; i < enc.ntokens; i++)
+	ids = palloc(sizeof(int) * (enc.ntokens + 1 + extra));
+	if (prefix >= 0)
+		ids[k++] = prefix;
+	for (int i = 0; i < enc.ntokens; i++, k++)
 	{
-		ids[i] = TokenModelId(tok, &enc.tokens[i]);
-		if (ids[i] >= c->vocab)
+		ids[k] = TokenModelId(tok, &enc.tokens[i]);
+		if (ids[k] >= c->src_vocab)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("model \"%s\" is damaged", model),
 					 errdetail("Its source tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
-							   cm->source_tokenizer, ids[i], c->vocab),
+							   cm->source_tokenizer, ids[k], c->src_vocab),
 					 errhint("Drop it and import it again.")));
 	}
-	ids[enc.ntokens] = c->eos_id;
-	*n = enc.ntokens + 1;
+	ids[k++] = c->eos_id;
+	if (suffix >= 0)
+		ids[k++] = suffix;
+	*n = k;
 	return ids;
+}
+
+/*
+ * Drop what decode(skip_special_tokens=True) drops from a multilingual
+ * model's output: language tokens (the forced target language first of
+ * all), and for NLLB and M2M100 fairseq's <s>, <pad>, </s> and <unk>.
+ * Returns the ids left, in place.
+ */
+static int
+SkipSpecialIds(const CachedModel *cm, int n, int *ids)
+{
+	int			k = 0;
+
+	if (cm->nlangs == 0)
+		return n;
+	for (int i = 0; i < n; i++)
+	{
+		if (IsLanguageToken(cm, ids[i]))
+			continue;
+		if (cm->lang_forced_bos && ids[i] >= 0 && ids[i] <= 3)
+			continue;
+		ids[k++] = ids[i];
+	}
+	return k;
 }
 
 static void
@@ -155,6 +194,12 @@ DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o, T
 		opt->max_length = Min(opt->max_length, 1 + (int) ceil(transformer_max_length_factor * n));
 
 	opt->forced_eos_id = g->forced_eos_id;
+	{
+		int			prefix,
+					suffix;
+
+		ResolveLanguages(cm, model, o, &prefix, &suffix, &opt->forced_bos_id);
+	}
 	opt->renormalize = g->renormalize;
 	opt->nbad = g->nbad;
 	opt->bad_off = g->bad_off;
@@ -190,7 +235,7 @@ int
 GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int **out)
 {
 	int			n;
-	int		   *src = SourceIds(cm, model, input, &n);
+	int		   *src = SourceIds(cm, model, input, o, &n);
 	TfDecodeOptions opt;
 	SpmAlloc	a;
 	int		   *ids;
@@ -231,7 +276,7 @@ TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const C
 	/* every input checked before any decoding */
 	for (int i = 0; i < n; i++)
 	{
-		srcs[i] = SourceIds(cm, model, in[i], &nsrc[i]);
+		srcs[i] = SourceIds(cm, model, in[i], o, &nsrc[i]);
 		DecodeOptions(cm, model, nsrc[i], o, &opts[i]);
 		CheckCacheSize(cm, model, opts[i].beam_size, opts[i].max_length);
 	}
@@ -262,7 +307,10 @@ TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const C
 		for (int j = 0; j < count; j++)
 		{
 			Size		len;
-			char	   *str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
+			char	   *str;
+
+			nids[j] = SkipSpecialIds(cm, nids[j], ids[j]);
+			str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
 
 			out[first + j] = FromUtf8(str, len);
 		}
@@ -494,7 +542,7 @@ int
 DocumentSentences(CachedModel *cm, text *doc, text ***sentences)
 {
 	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
-	int			limit = cm->model.cfg.max_pos - 1;	/* with EOS */
+	int			limit = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);	/* with EOS and a language token */
 	DocPlan		plan = {0};
 	Jobs		jobs = {0};
 	Size		len;
@@ -513,7 +561,7 @@ void
 TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const CallOptions *o, text **out)
 {
 	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
-	int			limit = cm->model.cfg.max_pos - 1;	/* with EOS */
+	int			limit = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);	/* with EOS and a language token */
 	DocPlan	   *plans = palloc0(sizeof(DocPlan) * (n + 1));
 	char	  **utf8 = palloc0(sizeof(char *) * (n + 1));
 	Jobs		jobs = {0};

@@ -21,6 +21,7 @@ enum
 {
 	OPT_BEAM_SIZE, OPT_MAX_LENGTH, OPT_EARLY_STOPPING, OPT_LENGTH_PENALTY,
 	OPT_NO_REPEAT_NGRAM_SIZE, OPT_REPETITION_PENALTY, OPT_MIN_LENGTH, OPT_MAX_NEW_TOKENS,
+	OPT_SOURCE_LANG, OPT_TARGET_LANG,	/* text, since 0.6.0 */
 	NUM_CALL_OPTIONS
 };
 #define FIRST_OPTION_ARG 2
@@ -37,8 +38,16 @@ extern double transformer_max_length_factor;
 /* The options of a call of translate() or generate() (sql_model.c). */
 extern void GetCallOptions(FunctionCallInfo fcinfo, CallOptions *o);
 
-/* Source ids of input as Marian's tokenizer makes them: pieces, then EOS (palloc'd). */
-extern int *SourceIds(CachedModel *cm, const char *model, text *input, int *n);
+/*
+ * Source ids of input as the model's tokenizer makes them: pieces, then EOS,
+ * with the call's language tokens where the model wants them (palloc'd; o
+ * may be NULL).
+ */
+extern int *SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n);
+
+/* The language tokens of a call (model_languages.c); -1 where none. */
+extern void ResolveLanguages(const CachedModel *cm, const char *model, const CallOptions *o,
+							 int *prefix, int *suffix, int *forced_bos);
 
 /* Decoding options for n source ids: the call's options, else the model's. */
 extern void DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o,

@@ -34,7 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 8 || size > (16u << 20))
 		return 0;
 	memset(&m, 0, sizeof(m));
-	m.cfg.vocab = 2 + data[0] % 40;
+	m.cfg.vocab = m.cfg.src_vocab = 2 + data[0] % 40;
 	m.cfg.enc_heads = m.cfg.dec_heads = 1 + data[1] % 2;
 	m.cfg.d_model = m.cfg.enc_heads * (1 + data[2] % 8);
 	m.cfg.enc_layers = data[3] % 3;
@@ -71,6 +71,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		opt.length_penalty = 1.0;
 		opt.repetition_penalty = 1.0;
 		opt.forced_eos_id = -1;
+		opt.forced_bos_id = -1;
 		tf_embed(&m, 3, src, x);
 		tf_encode(&m, 3, src, x, &a);
 		(void) tf_translate(&m, 3, src, &opt, &out, &a, NULL);

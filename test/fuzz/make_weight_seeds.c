@@ -73,7 +73,7 @@ main(int argc, char **argv)
 		memset(enc, 0, sizeof(enc));
 		memset(dec, 0, sizeof(dec));
 		/* as fuzz_weight_file.c reads the 8 bytes */
-		m.cfg.vocab = 2 + cfgb[0] % 40;
+		m.cfg.vocab = m.cfg.src_vocab = 2 + cfgb[0] % 40;
 		m.cfg.enc_heads = m.cfg.dec_heads = 1 + cfgb[1] % 2;
 		m.cfg.d_model = m.cfg.enc_heads * (1 + cfgb[2] % 8);
 		m.cfg.enc_layers = cfgb[3] % 3 > 2 ? 2 : cfgb[3] % 3;

@@ -575,7 +575,7 @@ test_weight_file(void)
 	memset(&m, 0, sizeof(m));
 	memset(enc, 0, sizeof(enc));
 	memset(dec, 0, sizeof(dec));
-	m.cfg.vocab = 40;
+	m.cfg.vocab = m.cfg.src_vocab = 40;
 	m.cfg.d_model = d;
 	m.cfg.enc_layers = 1;
 	m.cfg.dec_layers = 2;
@@ -655,7 +655,7 @@ test_weight_file(void)
 		why = tf_wfile_open(copy, len, &back, enc2, dec2, "test build", 42, 1);
 		wf_check("an offset past the arena, checksum made right: refused", why != NULL && strstr(why, "outside") != NULL);
 	}
-	m.cfg.vocab = 41;
+	m.cfg.vocab = m.cfg.src_vocab = 41;
 	wf_check("another configuration: refused", tf_wfile_open(file, len, &m, enc2, dec2, "test build", 42, 1) != NULL);
 	free(file);
 	free(copy);
