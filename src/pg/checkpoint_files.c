@@ -266,22 +266,6 @@ read_at(void *ctx, uint64_t offset, void *buf, size_t len)
 	return fread(buf, 1, len, f) == len ? 0 : -1;
 }
 
-static const char *
-torch_dtype_name(const char *dtype)
-{
-	if (strcmp(dtype, "F64") == 0)
-		return "float64";
-	if (strcmp(dtype, "I64") == 0)
-		return "int64";
-	if (strcmp(dtype, "I32") == 0)
-		return "int32";
-	if (strcmp(dtype, "U8") == 0)
-		return "uint8";
-	if (strcmp(dtype, "BOOL") == 0)
-		return "bool";
-	return dtype;
-}
-
 /*
  * The tensors of a pytorch_model.bin, located with the core's reader: the
  * pickle runs in a restricted unpickler that knows only what a state dict
@@ -318,7 +302,8 @@ locate_torch(const char *path, int file, TensorList *l)
 		if (strcmp(tt->dtype, "F32") != 0 && strcmp(tt->dtype, "F16") != 0 && strcmp(tt->dtype, "BF16") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("tensor \"%s\" has the unsupported dtype %s", tt->name, torch_dtype_name(tt->dtype)),
+					 errmsg("tensor \"%s\" has the unsupported dtype %s", tt->name,
+							tf_torch_dtype_torch_name(tt->dtype) ? tf_torch_dtype_torch_name(tt->dtype) : tt->dtype),
 					 errdetail("In \"%s\".", path),
 					 errhint("Supported are float32, float16 and bfloat16.")));
 		t = next_tensor(l);

@@ -185,11 +185,22 @@ text_option(const CallOptions *o, int which)
  */
 void
 ResolveLanguages(const CachedModel *cm, const char *model, const CallOptions *o,
-				 int *prefix, int *suffix, int *forced_bos)
+				 const char *text_target, int *prefix, int *suffix, int *forced_bos)
 {
 	char	   *src = o ? text_option(o, OPT_SOURCE_LANG) : NULL;
 	char	   *tgt = o ? text_option(o, OPT_TARGET_LANG) : NULL;
 	int			i;
+
+	/* MarianTokenizer's way: the text starts with the code, >>fra<< */
+	if (text_target != NULL)
+	{
+		if (tgt != NULL && find_code(cm, tgt) != find_code(cm, text_target))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("input starts with the language token %s, but target_lang is \"%s\"", text_target, tgt),
+					 errhint("Name the target language once: in the text, or with target_lang.")));
+		tgt = pstrdup(text_target);
+	}
 
 	*prefix = *suffix = *forced_bos = -1;
 	if (cm->nlangs == 0)
@@ -245,6 +256,25 @@ ResolveLanguages(const CachedModel *cm, const char *model, const CallOptions *o,
 		*forced_bos = cm->lang_id[i];
 	else
 		*prefix = cm->lang_id[i];
+}
+
+/*
+ * The length of a Marian language token that starts s (len bytes), as
+ * MarianTokenizer's >>.+?<< finds it, if it is one of the model's; else 0.
+ */
+int
+TextLanguagePrefix(const CachedModel *cm, const char *s, int len)
+{
+	if (cm->nlangs == 0 || cm->lang_forced_bos || len < 5 || s[0] != '>' || s[1] != '>')
+		return 0;
+	for (int i = 3; i + 1 < len && i < 40; i++)
+		if (s[i] == '<' && s[i + 1] == '<')
+		{
+			char	   *token = pnstrdup(s, i + 2);
+
+			return find_code(cm, token) >= 0 ? i + 2 : 0;
+		}
+	return 0;
 }
 
 /* An id generate() gives that decoding drops (skip_special_tokens): a language token. */

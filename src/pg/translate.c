@@ -44,6 +44,15 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 				forced_bos;
 	int			extra;
 	int			k = 0;
+	int			plen = TextLanguagePrefix(cm, VARDATA_ANY(input), VARSIZE_ANY_EXHDR(input));
+	char	   *text_target = NULL;
+
+	/* >>fra<< at the start of the text names the target, and is not translated */
+	if (plen > 0)
+	{
+		text_target = pnstrdup(VARDATA_ANY(input), plen);
+		input = cstring_to_text_with_len(VARDATA_ANY(input) + plen, VARSIZE_ANY_EXHDR(input) - plen);
+	}
 
 	EncodeText(tok, input, &enc);
 	if (enc.ntokens == 0)
@@ -52,7 +61,7 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 				 errmsg("input text is empty"),
 				 errdetail("It has no tokens once whitespace is normalized."),
 				 errhint("Leave out empty rows, e.g. WHERE btrim(body) <> ''.")));
-	ResolveLanguages(cm, model, o, &prefix, &suffix, &forced_bos);
+	ResolveLanguages(cm, model, o, text_target, &prefix, &suffix, &forced_bos);
 	extra = (prefix >= 0) + (suffix >= 0);
 	if (enc.ntokens + 1 + extra > c->max_pos)
 		ereport(ERROR,
@@ -198,7 +207,9 @@ DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o, T
 		int			prefix,
 					suffix;
 
-		ResolveLanguages(cm, model, o, &prefix, &suffix, &opt->forced_bos_id);
+		opt->forced_bos_id = -1;
+		if (cm->lang_forced_bos)
+			ResolveLanguages(cm, model, o, NULL, &prefix, &suffix, &opt->forced_bos_id);
 	}
 	opt->renormalize = g->renormalize;
 	opt->nbad = g->nbad;
@@ -567,6 +578,8 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	Jobs		jobs = {0};
 	text	  **in;
 	text	  **done;
+	char	  **lang = palloc0(sizeof(char *) * (n + 1));
+	char	  **job_lang;
 
 	/* every cache entry first: loading one may run a user's code */
 	(void) GetTokenizer(cm->target_tokenizer);
@@ -590,6 +603,17 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			utf8[d] = NULL;
 			continue;
 		}
+		/* a Marian document that starts with >>fra<<: every sentence goes into that language */
+		{
+			int			plen = TextLanguagePrefix(cm, u, (int) Min(len, 64));
+
+			if (plen > 0)
+			{
+				lang[d] = pnstrdup(u, plen);
+				u = utf8[d] = u + plen;
+				len -= plen;
+			}
+		}
 		plan_document(cm, tok, limit, u, len, &plans[d], &jobs);
 	}
 
@@ -598,8 +622,22 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	/* all sentences of all documents decode together */
 	in = palloc(sizeof(text *) * (jobs.n + 1));
 	done = palloc(sizeof(text *) * (jobs.n + 1));
+	job_lang = palloc0(sizeof(char *) * (jobs.n + 1));
+	for (int d = 0; d < n; d++)
+		for (int i = 0; lang[d] != NULL && i < plans[d].nparts; i++)
+			if (plans[d].parts[i].job >= 0)
+				job_lang[plans[d].parts[i].job] = lang[d];
 	for (int j = 0; j < jobs.n; j++)
-		in[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	{
+		if (job_lang[j] != NULL)
+		{
+			char	   *s = psprintf("%s %.*s", job_lang[j], (int) jobs.len[j], jobs.s[j]);
+
+			in[j] = FromUtf8(s, strlen(s));
+		}
+		else
+			in[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	}
 	TranslateSentences(cm, model, jobs.n, in, o, done);
 
 	for (int d = 0; d < n; d++)

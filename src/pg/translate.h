@@ -47,7 +47,9 @@ extern int *SourceIds(CachedModel *cm, const char *model, text *input, const Cal
 
 /* The language tokens of a call (model_languages.c); -1 where none. */
 extern void ResolveLanguages(const CachedModel *cm, const char *model, const CallOptions *o,
-							 int *prefix, int *suffix, int *forced_bos);
+							 const char *text_target, int *prefix, int *suffix, int *forced_bos);
+/* The length of a Marian language token (>>fra<<) that starts the text, or 0. */
+extern int	TextLanguagePrefix(const CachedModel *cm, const char *s, int len);
 
 /* Decoding options for n source ids: the call's options, else the model's. */
 extern void DecodeOptions(CachedModel *cm, const char *model, int n, const CallOptions *o,
