@@ -236,6 +236,9 @@ fixtures:
 	$(PYTHON) tools/gen_metric_fixtures.py
 	$(PYTHON) tools/gen_attention_fixtures.py
 	$(PYTHON) tools/gen_torch_fixtures.py
+	$(PYTHON) tools/gen_checkpoint_fixtures.py
+	$(PYTHON) tools/gen_bad_checkpoints.py
+	$(PYTHON) tools/gen_npm_token_ids.py
 
 bench: bench/bench_attention bench/bench_gemm
 bench/bench_gemm: bench/bench_gemm.c bench/bench_util.h $(CORE_SRC) src/core/*.h

@@ -216,6 +216,7 @@ GENERATION_DEFAULTS = {
     "num_beams": 1, "length_penalty": 1.0, "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
     "bad_words_ids": None, "forced_eos_token_id": None, "renormalize_logits": False,
     "decoder_start_token_id": None, "eos_token_id": None, "pad_token_id": None,
+    "forced_bos_token_id": None,
 }
 # MarianConfig.__init__'s defaults (configuration_marian.py)
 MARIAN_DEFAULTS = {
@@ -226,11 +227,14 @@ MARIAN_DEFAULTS = {
 }
 
 
-def generation_config(directory=None, cfg=None):
+def generation_config(directory=None, cfg=None, defaults=None):
     """The generation config from_pretrained() gives a MarianMTModel:
     generation_config.json if the directory has one (GenerationConfig's
     defaults for what it lacks), else GenerationConfig.from_model_config()
-    of config.json (MarianConfig's defaults, then GenerationConfig's)."""
+    of config.json (MarianConfig's defaults, then GenerationConfig's).
+    defaults: the model class's config defaults (MARIAN_DEFAULTS unless
+    given; tools/m2m100_torch.py passes M2M100Config's)."""
+    defaults = MARIAN_DEFAULTS if defaults is None else defaults
     path = os.path.join(directory, "generation_config.json") if directory else None
     if path and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -240,9 +244,9 @@ def generation_config(directory=None, cfg=None):
         # token ids it lacks are the model's (generate()'s _prepare_special_tokens)
         for k in ("decoder_start_token_id", "eos_token_id", "pad_token_id"):
             if gen[k] is None:
-                gen[k] = {**MARIAN_DEFAULTS, **cfg}[k]
+                gen[k] = {**defaults, **cfg}[k]
         return gen
-    model_cfg = {**MARIAN_DEFAULTS, **cfg}
+    model_cfg = {**defaults, **cfg}
     gen = dict(GENERATION_DEFAULTS)
     gen.update({k: v for k, v in model_cfg.items() if k in GENERATION_DEFAULTS})
     return gen
@@ -291,6 +295,11 @@ def process_logits(gen, max_length, input_ids, scores):
     # MinLengthLogitsProcessor: no EOS while input_ids is shorter than min_length
     if gen["min_length"] is not None and gen["min_length"] > 0 and cur_len < gen["min_length"]:
         scores[eos] = float("-inf")
+    # ForcedBOSTokenLogitsProcessor: at cur_len 1 (the start token only),
+    # the forced token with score 0 and every other -inf
+    if gen.get("forced_bos_token_id") is not None and cur_len == 1:
+        scores = torch.full_like(scores, float("-inf"))
+        scores[gen["forced_bos_token_id"]] = 0
     # ForcedEOSTokenLogitsProcessor: at max_length - 1, EOS with score 0
     if gen["forced_eos_token_id"] is not None and cur_len == max_length - 1:
         scores = torch.full_like(scores, float("-inf"))

@@ -285,7 +285,13 @@ locate_torch(const char *path, int file, TensorList *l)
 	f = OpenServerFile(path, MAX_CHECKPOINT_FILE, &fsize);
 	if (tf_torch_checkpoint(read_at, f, fsize, &a, &ck, err, sizeof(err)) < 0)
 	{
+		size_t		len = strlen(err);
+
 		FreeFile(f);
+		/* the core's messages are lower-case phrases; a detail is a sentence */
+		err[0] = (char) pg_toupper((unsigned char) err[0]);
+		if (len > 0 && len + 1 < sizeof(err) && err[len - 1] != '.')
+			strcat(err, ".");
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("could not read PyTorch checkpoint \"%s\"", path),
@@ -520,7 +526,7 @@ LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTen
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("directory \"%s\" has only %s weights", dir, only),
 					 errdetail("import_model() reads model.safetensors, pytorch_model.bin, or their shards with an index."),
-					 errhint("Convert the weights to PyTorch or safetensors first, e.g. with Hugging Face's from_pretrained(..., from_tf=True) and save_pretrained().")));
+					 errhint("Convert the weights to PyTorch or safetensors first, e.g. with Hugging Face's from_pretrained(..., from_tf=True or from_flax=True) and save_pretrained().")));
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
 				 errmsg("directory \"%s\" has no model weights", dir),

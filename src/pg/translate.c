@@ -609,7 +609,10 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 
 			if (plen > 0)
 			{
+				/* the token and the whitespace after it, as the tokenizer would drop them */
 				lang[d] = pnstrdup(u, plen);
+				while ((Size) plen < len && is_space(u[plen]))
+					plen++;
 				u = utf8[d] = u + plen;
 				len -= plen;
 			}

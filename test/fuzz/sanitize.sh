@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every fuzzer over its seeds, then SECONDS more of each (libFuzzer, ASan,
-# UBSan), two at a time (three in the second round): executions and crashes per fuzzer; exits non-zero
+# UBSan), three and then four at a time (two rounds): executions and crashes per fuzzer; exits non-zero
 # on any crash.
 #   test/fuzz/sanitize.sh [SECONDS]     (make sanitize)
 set -uo pipefail
@@ -24,14 +24,14 @@ run() {
 		echo "ok   $name: ${runs} executions in ${SECONDS_EACH} s, 0 crashes" > "$out/$name.ok"
 	fi
 }
+# two rounds of SECONDS each, however many fuzzers: the second shares the cores four ways
 run fuzz_spm_model 1048576 test/fuzz/corpus-run test/fuzz/seeds &
 run fuzz_safetensors_header 65536 test/fuzz/corpus-safetensors test/fuzz/seeds_safetensors &
+run fuzz_torch_zip 65536 test/fuzz/corpus-torch-zip test/fuzz/seeds_torch_zip &
 wait
 run fuzz_text 4096 test/fuzz/corpus-text &
 run fuzz_weight_file 65536 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_file &
-run fuzz_svg_label 4096 test/fuzz/corpus-svg-label &		# the cheapest: a third beside them
-wait
-run fuzz_torch_zip 65536 test/fuzz/corpus-torch-zip test/fuzz/seeds_torch_zip &
+run fuzz_svg_label 4096 test/fuzz/corpus-svg-label &		# the cheapest
 run fuzz_torch_pickle 65536 test/fuzz/corpus-torch-pickle test/fuzz/seeds_torch_pickle &
 wait
 for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file fuzz_svg_label fuzz_torch_zip fuzz_torch_pickle; do
