@@ -10,6 +10,13 @@ ALTER TABLE transformer_models ADD COLUMN languages jsonb;
 COMMENT ON COLUMN transformer_models.languages IS
 'the language tokens of a multilingual model (Marian''s >>fra<<, NLLB''s deu_Latn, M2M100''s __de__) and where they go; model_languages() lists them';
 
+-- a tensor in rows of at most transformer.tensor_part_size bytes, so that
+-- an import holds one part of it in memory (and tensors may pass 1 GB)
+ALTER TABLE transformer_tensors ADD COLUMN part integer NOT NULL DEFAULT 0 CHECK (part >= 0);
+ALTER TABLE transformer_tensors DROP CONSTRAINT transformer_tensors_pkey, ADD PRIMARY KEY (model, name, part);
+COMMENT ON TABLE transformer_tensors IS
+'the tensors of each model: safetensors name, shape and dtype, and the little-endian bytes as in the file, in parts of at most transformer.tensor_part_size bytes';
+
 -- two more options: the old signatures go, so that named calls stay unambiguous
 DROP FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer);
 DROP FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer);

@@ -216,12 +216,14 @@ CREATE TABLE transformer_tensors (
 	dtype text NOT NULL CHECK (dtype IN ('F32', 'F16', 'BF16', 'I8')),
 	data_offset bigint NOT NULL,
 	data bytea NOT NULL,
-	PRIMARY KEY (model, name)
+	-- since 0.6.0: a tensor over transformer.tensor_part_size spans rows 0, 1, ...
+	part integer NOT NULL DEFAULT 0 CHECK (part >= 0),
+	PRIMARY KEY (model, name, part)
 );
 -- weights are read whole on every load: no compression to undo
 ALTER TABLE transformer_tensors ALTER COLUMN data SET STORAGE EXTERNAL;
 COMMENT ON TABLE transformer_tensors IS
-'the tensors of each model: safetensors name, shape and dtype, and the little-endian bytes as in the file';
+'the tensors of each model: safetensors name, shape and dtype, and the little-endian bytes as in the file, in parts of at most transformer.tensor_part_size bytes';
 SELECT pg_catalog.pg_extension_config_dump('transformer_tensors', '');
 GRANT SELECT ON transformer_tensors TO PUBLIC;
 

@@ -99,7 +99,8 @@ ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor *
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid safetensors file"),
 					 errdetail_internal("%s", defect)));
-		if (t->nbytes > MaxAllocSize - VARHDRSZ)
+		/* tables of 0.6.0 hold a tensor in parts; older ones in one value */
+		if (t->nbytes > MaxAllocSize - VARHDRSZ && !TensorsHaveParts())
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("tensor \"%s\" is too large to store", t->name),
@@ -552,7 +553,7 @@ LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTen
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("checkpoint has the tensor \"%s\" twice", t->name)));
-		if (t->nbytes > MaxAllocSize - VARHDRSZ)
+		if (t->nbytes > MaxAllocSize - VARHDRSZ && !TensorsHaveParts())
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("tensor \"%s\" is too large to store", t->name),

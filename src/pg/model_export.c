@@ -200,15 +200,22 @@ export_model(PG_FUNCTION_ARGS)
 	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 
 	/* the tensors' bytes in file order, where the header put them */
-	SPI_execute_with_args(psprintf("SELECT data FROM %s WHERE model = $1 ORDER BY data_offset",
-								   ExtensionTableName("transformer_tensors")),
+	SPI_execute_with_args(psprintf("SELECT data, %s FROM %s WHERE model = $1 ORDER BY data_offset%s",
+								   TensorsHaveParts() ? "part" : "0",
+								   ExtensionTableName("transformer_tensors"),
+								   TensorsHaveParts() ? ", part" : ""),
 						  1, types, args, NULL, true, 0);
-	n = (int) SPI_processed;
-	for (int i = 0; i < n; i++)
+	n = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
+		bool		isnull;
+
 		CHECK_FOR_INTERRUPTS();
 		b = spi_bytea(i, 1);
 		WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), true);
+		/* a tensor is counted once, by its first part */
+		if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)) == 0)
+			n++;
 	}
 	ExtSpiFinish(level);
 	PG_RETURN_INT32(n);

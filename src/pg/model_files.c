@@ -42,6 +42,14 @@
 #define MAX_MODEL_NAME (NAMEDATALEN - 1 - 7)
 
 
+int			tensor_part_kb = 64 * 1024;
+
+bool
+TensorsHaveParts(void)
+{
+	return ExtensionTableHasColumn("transformer_tensors", "part");
+}
+
 void
 CheckModelName(const char *name)
 {
@@ -126,6 +134,8 @@ StoreModel(const char *name, const ModelImport *mi)
 	int			level;
 	StoredTensor *tensors = mi->tensors;
 	int			ntensors = mi->ntensors;
+	bool		parts;
+	Size		part_bytes;
 
 	CheckModelName(name);
 	memset(&model, 0, sizeof(model));
@@ -231,25 +241,25 @@ StoreModel(const char *name, const ModelImport *mi)
 		if (SPI_execute_with_args(q, languages ? 12 : 11, types, args, nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not store model \"%s\"", name);
 	}
-	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data) "
-				 "VALUES ($1, $2, $3, $4, $5, $6)", ExtensionTableName("transformer_tensors"));
+	/*
+	 * Each tensor in rows of at most transformer.tensor_part_size bytes
+	 * (part 0, 1, ...; a multiple of 8, so no element is cut), each read,
+	 * checked, stored and freed in turn: the import holds one part.
+	 */
+	parts = TensorsHaveParts();
+	part_bytes = parts ? Max((Size) tensor_part_kb * 1024 / 8 * 8, 8) : MaxAllocSize;
+	q = psprintf("INSERT INTO %s (model, name, shape, dtype, data_offset, data%s) "
+				 "VALUES ($1, $2, $3, $4, $5, $6%s)", ExtensionTableName("transformer_tensors"),
+				 parts ? ", part" : "", parts ? ", $7" : "");
 	for (int i = 0; i < ntensors; i++)
 	{
 		StoredTensor *t = &tensors[i];
-		Oid			types[6] = {TEXTOID, TEXTOID, INT8ARRAYOID, TEXTOID, INT8OID, BYTEAOID};
-		Datum		args[6];
+		Oid			types[7] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, BYTEAOID, INT4OID};
+		Datum		args[7];
 		Datum	   *dims = palloc(sizeof(Datum) * (t->ndim + 1));
-		bytea	   *data;
+		int			npart = t->nbytes == 0 ? 1 : (int) ((t->nbytes + part_bytes - 1) / part_bytes);
 
-		CHECK_FOR_INTERRUPTS();
-		if (mi->files != NULL)
-		{
-			/* read, checked, stored and freed: one tensor at a time */
-			data = ReadTensorBytea(mi->files, t);
-			CheckTensorValues(t);
-		}
-		else
-			data = ByteaOf(t->data, t->nbytes);
+		types[2] = INT8ARRAYOID;
 		for (int k = 0; k < t->ndim; k++)
 			dims[k] = Int64GetDatum(t->shape[k]);
 		args[0] = CStringGetTextDatum(name);
@@ -257,12 +267,32 @@ StoreModel(const char *name, const ModelImport *mi)
 		args[2] = PointerGetDatum(construct_array(dims, t->ndim, INT8OID, 8, true, TYPALIGN_DOUBLE));
 		args[3] = CStringGetTextDatum(t->dtype);
 		args[4] = Int64GetDatum(t->offset);
-		args[5] = PointerGetDatum(data);
-		if (SPI_execute_with_args(q, 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not store tensor \"%s\"", t->name);
-		pfree(data);
-		if (mi->files != NULL)
-			t->data = NULL;
+		for (int p = 0; p < npart; p++)
+		{
+			Size		off = (Size) p * part_bytes;
+			Size		len = Min(part_bytes, t->nbytes - off);
+			StoredTensor piece = *t;
+			bytea	   *data;
+
+			CHECK_FOR_INTERRUPTS();
+			piece.nbytes = len;
+			if (mi->files != NULL)
+			{
+				piece.src_offset = t->src_offset + off;
+				data = ReadTensorBytea(mi->files, &piece);
+			}
+			else
+			{
+				data = ByteaOf(t->data + off, len);
+				piece.data = VARDATA(data);
+			}
+			CheckTensorValues(&piece);
+			args[5] = PointerGetDatum(data);
+			args[6] = Int32GetDatum(p);
+			if (SPI_execute_with_args(q, parts ? 7 : 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not store tensor \"%s\"", t->name);
+			pfree(data);
+		}
 		/* progress, for imports of more than 256 MB */
 		done_bytes += t->nbytes;
 		if (total_bytes > 256.0 * 1024 * 1024 && done_bytes >= total_bytes * next_tenth / 10.0)

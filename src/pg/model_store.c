@@ -7,7 +7,9 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
@@ -20,6 +22,8 @@
 
 /* real checkpoints have a few hundred; MAX_LAYERS (model_config.c) of them would have ~7000 */
 #define MAX_TENSORS 100000
+/* rows: a tensor of the largest checkpoints spans a few dozen parts */
+#define MAX_TENSOR_ROWS (4 * MAX_TENSORS)
 
 static void load_model(void *entry, const char *name);
 
@@ -56,17 +60,17 @@ damaged(const char *model, const char *detail)
  * with INSERT on the table may have written it.  Checked like a file's.
  */
 static void
-read_tensor(const char *model, HeapTuple tup, TupleDesc desc, StoredTensor *t)
+read_tensor(const char *model, HeapTuple tup, TupleDesc desc, StoredTensor *t, int *part)
 {
-	bool		isnull[4];
-	Datum		d[4];
+	bool		isnull[5];
+	Datum		d[5];
 	ArrayType  *shape;
 	bytea	   *data;
-	const char *defect;
 	int			n;
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		d[i] = SPI_getbinval(tup, desc, i + 1, &isnull[i]);
+	*part = isnull[4] ? -1 : DatumGetInt32(d[4]);
 	if (isnull[0])
 		damaged(model, "A tensor has no name.");
 	t->name = TextDatumGetCString(d[0]);
@@ -82,12 +86,24 @@ read_tensor(const char *model, HeapTuple tup, TupleDesc desc, StoredTensor *t)
 	t->ndim = n;
 	memcpy(t->shape, ARR_DATA_PTR(shape), sizeof(int64) * n);
 	strlcpy(t->dtype, TextDatumGetCString(d[2]), sizeof(t->dtype));
-	data = DatumGetByteaPP(d[3]);
-	t->data = VARDATA_ANY(data);
-	t->nbytes = VARSIZE_ANY_EXHDR(data);
-	defect = TensorDefect(t);
-	if (defect != NULL)
-		damaged(model, defect);
+	/* the bytes are fetched when they are used (ReadModelTensors) */
+	data = (bytea *) DatumGetPointer(d[3]);
+	t->data = NULL;
+	t->nbytes = toast_raw_datum_size(d[3]) - VARHDRSZ;
+	(void) data;
+}
+
+/* The bytes of a row's data, detoasted: a copy to pfree, or NULL if the row holds them as they are. */
+static bytea *
+row_bytes(HeapTuple tup, TupleDesc desc, const char **data, Size *len)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, 4, &isnull);
+	bytea	   *b = DatumGetByteaPP(d);
+
+	*data = VARDATA_ANY(b);
+	*len = VARSIZE_ANY_EXHDR(b);
+	return (Pointer) b != DatumGetPointer(d) ? b : NULL;
 }
 
 int
@@ -99,20 +115,88 @@ ReadModelTensors(const char *name, StoredTensor **out)
 	char	   *query;
 	int			n;
 
+	int			rows;
+
 	/* one more than allowed, to tell that there are too many */
-	query = psprintf("SELECT name, shape, dtype, data FROM %s WHERE model = $1 "
-					 "ORDER BY data_offset, name LIMIT %d",
-					 ExtensionTableName("transformer_tensors"), MAX_TENSORS + 1);
+	query = psprintf("SELECT name, shape, dtype, data, %s FROM %s WHERE model = $1 "
+					 "ORDER BY data_offset, name%s LIMIT %d",
+					 TensorsHaveParts() ? "part" : "NULL::integer",
+					 ExtensionTableName("transformer_tensors"),
+					 TensorsHaveParts() ? ", part" : "", MAX_TENSOR_ROWS + 1);
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tensors");
-	if (SPI_processed > MAX_TENSORS)
-		damaged(name, psprintf("It has more than %d tensors.", MAX_TENSORS));
-	n = (int) SPI_processed;
-	tensors = palloc0(sizeof(StoredTensor) * (n + 1));
-	for (int i = 0; i < n; i++)
+	if (SPI_processed > MAX_TENSOR_ROWS)
+		damaged(name, psprintf("It has more than %d rows of tensors.", MAX_TENSOR_ROWS));
+	rows = (int) SPI_processed;
+	tensors = palloc0(sizeof(StoredTensor) * (rows + 1));
+	n = 0;
+	for (int i = 0; i < rows;)
 	{
+		StoredTensor *t = &tensors[n];
+		int			part;
+		int			last;
+		Size		total;
+		char	   *whole;
+		const char *defect;
+
 		CHECK_FOR_INTERRUPTS();
-		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &tensors[i]);
+		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, t, &part);
+		if (part > 0)
+			damaged(name, psprintf("Tensor \"%s\" has part %d but no part 0.", t->name, part));
+		/* the rows of its further parts, 1, 2, ... in order, of the same shape and dtype */
+		total = t->nbytes;
+		for (last = i + 1; last < rows; last++)
+		{
+			StoredTensor p;
+			int			pn;
+
+			read_tensor(name, SPI_tuptable->vals[last], SPI_tuptable->tupdesc, &p, &pn);
+			if (strcmp(p.name, t->name) != 0)
+				break;
+			if (pn != last - i || p.ndim != t->ndim || strcmp(p.dtype, t->dtype) != 0 ||
+				memcmp(p.shape, t->shape, sizeof(int64) * t->ndim) != 0)
+				damaged(name, psprintf("The parts of tensor \"%s\" are not 0, 1, ... of one shape and dtype.", t->name));
+			if (pg_add_size_overflow(total, p.nbytes, &total) || total > MaxAllocHugeSize)
+				damaged(name, psprintf("Tensor \"%s\" is too large.", t->name));
+		}
+		if (last > i + 1)
+		{
+			/* checked whole before the bytes are joined */
+			Size		off = 0;
+
+			t->nbytes = total;
+			defect = TensorDefect(t);
+			if (defect != NULL)
+				damaged(name, defect);
+			whole = MemoryContextAllocExtended(CurrentMemoryContext, Max(total, 1), MCXT_ALLOC_HUGE);
+			for (int r = i; r < last; r++)
+			{
+				const char *data;
+				Size		len;
+				bytea	   *copy;
+
+				CHECK_FOR_INTERRUPTS();
+				copy = row_bytes(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &data, &len);
+				if (len > total - off)
+					damaged(name, psprintf("The parts of tensor \"%s\" changed while it was read.", t->name));
+				memcpy(whole + off, data, len);
+				off += len;
+				if (copy)
+					pfree(copy);
+			}
+			t->data = whole;
+		}
+		else
+		{
+			Size		len;
+
+			(void) row_bytes(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &t->data, &len);
+			t->nbytes = len;
+			if ((defect = TensorDefect(t)) != NULL)
+				damaged(name, defect);
+		}
+		n++;
+		i = last;
 	}
 	*out = tensors;
 	return n;

@@ -71,6 +71,16 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomIntVariable("transformer.tensor_part_size",
+							"Sets the most bytes of a tensor one row of transformer_tensors holds.",
+							"A larger tensor is stored in several rows (part 0, 1, ...), so an import holds "
+							"one part of it in memory, never the whole tensor.",
+							&tensor_part_kb,
+							64 * 1024, 1, 512 * 1024,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("transformer.job_naptime",
 							"Sets how often an idle worker of a keep_in_sync job looks for changed rows.",
 							NULL,

@@ -171,8 +171,9 @@ ModelFingerprint(const char *model, const char *model_row, bool *uncommitted)
 	*uncommitted = RowIsUncommitted(model_row);
 	/* inside the caller's ExtSpiConnect() */
 	if (SPI_execute_with_args(psprintf("SELECT name, xmin::text, ctid::text FROM %s WHERE model = $1 "
-									   "ORDER BY name COLLATE pg_catalog.\"C\"",
-									   ExtensionTableName("transformer_tensors")),
+									   "ORDER BY name COLLATE pg_catalog.\"C\"%s",
+									   ExtensionTableName("transformer_tensors"),
+									   TensorsHaveParts() ? ", part" : ""),
 							  1, types, args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_tensors");
 	for (uint64 i = 0; i < SPI_processed; i++)

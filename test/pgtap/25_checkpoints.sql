@@ -19,7 +19,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(54);
+SELECT plan(60);
 
 CREATE TEMP TABLE fixture (model text, dir text, family text);
 INSERT INTO fixture VALUES
@@ -111,6 +111,26 @@ SELECT is((SELECT count(*)::int FROM transformer_tensors WHERE model = 'nllb_bin
           'tied weights of pytorch_model.bin are stored once');
 SELECT is((SELECT shape FROM transformer_tensors WHERE model = 'marian_sep' AND name = 'lm_head.weight'), '{500,32}'::bigint[],
           'separate vocabularies: the decoder''s own output layer');
+-- tensors in parts: rows of at most transformer.tensor_part_size, joined again on load
+SET LOCAL transformer.tensor_part_size = '1kB';
+SELECT cmp_ok(import_model('nllb_parts', :'fx' || '/nllb_tiny_bin'), '>', 0::bigint, 'import_model in parts of 1 kB');
+RESET transformer.tensor_part_size;
+SELECT is((SELECT max(part)::int FROM transformer_tensors WHERE model = 'nllb_parts' AND name = 'model.shared.weight'), 126,
+          'the embeddings (1010 x 32 fp32, 129,280 bytes) span 127 rows');
+SELECT is((SELECT count(*)::int FROM decoded a WHERE a.model = 'nllb_bin' AND n <= 20 AND
+             generate((SELECT c->>'text' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n), 'nllb_parts', beam_size => 4,
+                      source_lang => 'deu_Latn', target_lang => (SELECT c->>'tgt_lang' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n)) = a.beam), 20,
+          'a model stored in parts decodes as the model stored whole');
+SELECT is(export_model('nllb_parts', '/tmp/transformer_tap_parts_' || pg_backend_pid()), (SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'nllb_parts'),
+          'export_model writes each tensor once');
+SELECT is(md5(pg_read_binary_file('/tmp/transformer_tap_parts_' || pg_backend_pid() || '/model.safetensors')),
+          (SELECT md5(pg_read_binary_file('/tmp/transformer_tap_parts_' || pg_backend_pid() || '/model.safetensors')) FROM (SELECT export_model('nllb_bin', '/tmp/transformer_tap_parts_' || pg_backend_pid())) x),
+          'and its safetensors file is the one of the model stored whole');
+-- parts that do not join up: the rows are untrusted
+UPDATE transformer_tensors SET part = 200 WHERE model = 'nllb_parts' AND name = 'model.shared.weight' AND part = 5;
+SELECT throws_ok($$SELECT generate('Ein Hund.', 'nllb_parts', source_lang => 'deu_Latn', target_lang => 'eng_Latn')$$, 'XX001',
+                 NULL, 'a missing part: the model is damaged');
+
 SELECT is(quantize_model('nllb', 'nllb8'), (SELECT import_model('nllb', :'fx' || '/nllb_tiny')), 'quantize_model keeps an NLLB model''s parameters');
 SELECT is((SELECT count(*)::int FROM model_languages('nllb8')), 8, 'and its languages');
 
