@@ -726,6 +726,15 @@ ImportDirectory(const char *name, const char *dir)
 	ModelFamily family;
 
 	memset(&mi, 0, sizeof(mi));
+	{
+		struct stat st;
+
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("model directory \"%s\" does not exist", dir),
+					 errhint("import_model() reads a directory on the database server, as the server's operating system user sees it.")));
+	}
 	mi.config = NeededFile(dir, "config.json", "the model's configuration", &mi.config_len);
 	config = ParseJsonText("config.json", mi.config, mi.config_len);
 	family = ConfigFamily(config);

@@ -140,6 +140,8 @@ ReadModelTensors(const char *name, StoredTensor **out)
 		const char *defect;
 
 		CHECK_FOR_INTERRUPTS();
+		if (n >= MAX_TENSORS)
+			damaged(name, psprintf("It has more than %d tensors.", MAX_TENSORS));
 		read_tensor(name, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, t, &part);
 		if (part > 0)
 			damaged(name, psprintf("Tensor \"%s\" has part %d but no part 0.", t->name, part));

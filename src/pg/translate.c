@@ -67,8 +67,11 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("input text is too long for model \"%s\"", model),
+				 extra > 0 ?
 				 errdetail("It has %d tokens with the end-of-sentence and language tokens; the model has %d positions.",
-						   enc.ntokens + 1 + extra, c->max_pos),
+						   enc.ntokens + 1 + extra, c->max_pos) :
+				 errdetail("It has %d tokens with the end-of-sentence token; the model has %d positions.",
+						   enc.ntokens + 1, c->max_pos),
 				 errhint("Split the text into sentences.")));
 	ids = palloc(sizeof(int) * (enc.ntokens + 1 + extra));
 	if (prefix >= 0)
