@@ -36,12 +36,12 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
                                  'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
-                                 'cancel_job', 'retry_job_errors', 'transformer_job_sync')
+                                 'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                             'attention_map', 'align', 'attention_svg')
+                             'attention_map', 'align', 'attention_svg', 'model_languages')
              AND (provolatile <> 's' OR proparallel <> 's')), NULL,
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -56,9 +56,9 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
                              'set_model_languages(text,text,text)', 'heatmap_svg(real[],text[],text[],text)',
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
-                             'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
-                             'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
-                             'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer)',
+                             'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
+                             'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
+                             'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
                              'translate_column(regclass,text,text,text,integer,boolean,integer,integer)', 'wait_for_job(bigint,interval)',
                              'transformer_job_sync()')), NULL,
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout) and the triggers');
