@@ -142,9 +142,9 @@ prove:
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
 
-# 30 s of the soak (bench/soak.sh runs 5 minutes by default; needs a server)
+# 20 s of the soak (bench/soak.sh runs 5 minutes by default; needs a server)
 soak:
-	bench/soak.sh 30
+	bench/soak.sh 20
 .PHONY: soak
 
 # pg_dump and restore, custom and plain formats (needs a server)
@@ -346,7 +346,7 @@ fuzz-svg-label: test/fuzz/fuzz_svg_label
 
 # The core under AddressSanitizer and UndefinedBehaviorSanitizer (clang): the
 # unit tests, then every fuzzer's seeds and SANITIZE_SECONDS of each
-SANITIZE_SECONDS ?= 20
+SANITIZE_SECONDS ?= 15
 SAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 test/unit/test_core_san: test/unit/test_core.c $(CORE_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_core.c $(CORE_SRC) -lopenblas -lm
