@@ -431,8 +431,8 @@ tensor(Parser *p, TfSafetensor *t, uint64_t data_len)
 }
 
 /* Valid UTF-8, no overlong forms or surrogates (as PostgreSQL checks it). */
-static bool
-valid_utf8(const unsigned char *s, size_t n)
+bool
+tf_valid_utf8(const unsigned char *s, size_t n)
 {
 	size_t		i = 0;
 
@@ -478,7 +478,7 @@ tf_safetensors_header(const char *json, size_t hlen, uint64_t data_len, const Sp
 	int			n = 0;
 	int			cap = 16;
 
-	if (!valid_utf8((const unsigned char *) json, hlen))
+	if (!tf_valid_utf8((const unsigned char *) json, hlen))
 	{
 		snprintf(err, errlen, "The header is not valid UTF-8.");
 		return -1;

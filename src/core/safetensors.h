@@ -39,4 +39,7 @@ typedef struct TfSafetensor
 int			tf_safetensors_header(const char *json, size_t hlen, uint64_t data_len,
 								  const SpmAlloc *a, TfSafetensor **out, char *err, size_t errlen);
 
+/* Valid UTF-8, no overlong forms or surrogates (as PostgreSQL checks it); also the unpickler's. */
+bool		tf_valid_utf8(const unsigned char *s, size_t n);
+
 #endif							/* SAFETENSORS_H */

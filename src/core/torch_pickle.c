@@ -31,6 +31,7 @@
  * order, as an 8-byte little-endian element count and the raw elements.
  */
 #include "torch_pickle.h"
+#include "safetensors.h"		/* tf_valid_utf8 */
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -319,45 +320,6 @@ new_tuple(Vm *vm, Obj *const *items, size_t n)
 	}
 	o->u.seq.n = o->u.seq.cap = (uint32_t) n;
 	return o;
-}
-
-/* Valid UTF-8 without overlong forms or surrogates (as PostgreSQL checks it). */
-static bool
-valid_utf8(const unsigned char *s, size_t n)
-{
-	size_t		i = 0;
-
-	while (i < n)
-	{
-		unsigned char c = s[i];
-		size_t		k;
-		uint32_t	cp;
-
-		if (c < 0x80)
-		{
-			i++;
-			continue;
-		}
-		if (c >= 0xC2 && c <= 0xDF)
-			k = 1, cp = c & 0x1F;
-		else if (c >= 0xE0 && c <= 0xEF)
-			k = 2, cp = c & 0x0F;
-		else if (c >= 0xF0 && c <= 0xF4)
-			k = 3, cp = c & 0x07;
-		else
-			return false;
-		for (size_t j = 1; j <= k; j++)
-		{
-			if (i + j >= n || (s[i + j] & 0xC0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + j] & 0x3F);
-		}
-		if ((k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-			(cp >= 0xD800 && cp <= 0xDFFF))
-			return false;
-		i += k + 1;
-	}
-	return true;
 }
 
 static bool
@@ -1467,7 +1429,7 @@ state_dict(Vm *vm, Obj *res, TfTorchCheckpoint *out)
 		tf_zip_quote(qname, sizeof(qname), k->u.str.s, k->u.str.len);
 		if (k->u.str.len == 0 || k->u.str.len > TF_TORCH_MAX_NAME ||
 			memchr(k->u.str.s, '\0', k->u.str.len) != NULL ||
-			!valid_utf8((const unsigned char *) k->u.str.s, k->u.str.len))
+			!tf_valid_utf8((const unsigned char *) k->u.str.s, k->u.str.len))
 		{
 			fail(vm, "the state dict has a name (\"%s\") that is empty, longer than %d bytes, not UTF-8 or holds a NUL",
 				 qname, TF_TORCH_MAX_NAME);
