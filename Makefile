@@ -31,6 +31,11 @@ OBJS = \
 	src/pg/model_config.o \
 	src/pg/model_pack.o \
 	src/pg/translate.o \
+	src/pg/translate_document.o \
+	src/core/placement.o \
+	src/core/spans.o \
+	src/core/casing.o \
+	src/core/markup.o \
 	src/pg/decode_workspace.o \
 	src/core/safetensors.o \
 	src/core/torch_zip.o \
@@ -65,15 +70,15 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
-	sql/transformer--0.5.0--0.6.0.sql
+	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
-PG_CPPFLAGS = -Isrc/core -Isrc/pg
+PG_CPPFLAGS = -Isrc/core -Isrc/pg $(shell xml2-config --cflags)
 PG_CFLAGS = -O3
-SHLIB_LINK = -lopenblas -licuuc -lm
+SHLIB_LINK = -lopenblas -licuuc -lxml2 -lm
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -54,6 +54,52 @@ continues_sentence(const char *s, size_t start, size_t end)
 	return u_isalpha(c) && i < n && s[start + i] == '.';
 }
 
+/*
+ * Does s[start..e) end in a number of its own followed by a period ("am
+ * 3.", "Nr. 15.")?  In German that period makes an ordinal or a date more
+ * often than it ends a sentence.
+ */
+static bool
+ends_in_number(const char *s, size_t start, size_t e)
+{
+	size_t		i = e - 1;
+
+	if (e < start + 2 || s[e - 1] != '.' || s[e - 2] < '0' || s[e - 2] > '9')
+		return false;
+	while (i > start && ((s[i - 1] >= '0' && s[i - 1] <= '9') || s[i - 1] == '.'))
+		i--;
+	return i == start || s[i - 1] == ' ' || s[i - 1] == '\t' || s[i - 1] == '(';
+}
+
+/* Month names and their abbreviations, German and English, as a date writes them after "3." */
+static const char *const month_names[] = {
+	"Januar", "Jänner", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September",
+	"Oktober", "November", "Dezember", "January", "February", "March", "May", "June", "July",
+	"October", "December", "Jan", "Feb", "Mär", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Okt",
+	"Oct", "Nov", "Dez", "Dec"
+};
+
+/* Does the sentence at s[start..end) begin with a month name (a whole word)? */
+static bool
+starts_with_month(const char *s, size_t start, size_t end)
+{
+	for (size_t m = 0; m < sizeof(month_names) / sizeof(month_names[0]); m++)
+	{
+		size_t		n = strlen(month_names[m]);
+		int32_t		i = (int32_t) n;
+		UChar32		c;
+
+		if (end - start < n || memcmp(s + start, month_names[m], n) != 0)
+			continue;
+		if (start + n == end)
+			return true;
+		U8_NEXT((const uint8_t *) s + start, i, (int32_t) (end - start < 64 ? end - start : 64), c);
+		if (c < 0 || !u_isalpha(c))
+			return true;
+	}
+	return false;
+}
+
 /* White_Space, as u_isUWhiteSpace, of one UTF-16 unit */
 static inline bool
 is_ws(UChar c)
@@ -112,7 +158,17 @@ whole_word_suppressed(UBreakIterator *ss, const UChar *u, int32_t end, UChar *bu
 		return false;
 	*work += (size_t) (end - start) + 8;
 	if (!suppresses(ss, u + start, end - start, buf))
-		return false;
+	{
+		/* at a sentence's start an abbreviation is capitalized: "Ca." is "ca." */
+		UChar		w[64];
+
+		if (U16_IS_SURROGATE(u[start]) || !u_isupper(u[start]))
+			return false;
+		memcpy(w, u + start, sizeof(UChar) * (size_t) (end - start));
+		w[0] = (UChar) u_tolower(u[start]);
+		if (!suppresses(ss, w, end - start, buf))
+			return false;
+	}
 	/* (one letter and a period may be an initial of its own) */
 	for (int32_t k = start + 1; k < end - 2; k++)
 	{
@@ -431,7 +487,9 @@ tf_sentence_bounds(const char *s, size_t len, const char *locale, const SpmAlloc
 		if (p < ulen && last_sep <= ws_start &&
 			((ss && whole_word_suppressed(ss, u, ws_start, probe, &work)) ||
 			 (ends_in_initial(s, b[n], bws_start > b[n] ? bws_start : b[n], bytes) &&
-			  continues_sentence(s, bytes, len))))
+			  continues_sentence(s, bytes, len)) ||
+			 (ends_in_number(s, b[n], bws_start > b[n] ? bws_start : b[n]) &&
+			  (continues_sentence(s, bytes, len) || starts_with_month(s, bytes, len)))))
 		{
 			/* not the end of a sentence: the next one continues it */
 		}

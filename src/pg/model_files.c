@@ -27,6 +27,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "ext_tables.h"
 #include "model_store.h"
@@ -239,6 +240,15 @@ StoreModel(const char *name, const ModelImport *mi)
 		args[10] = mi->target_lang ? CStringGetTextDatum(mi->target_lang) : (Datum) 0;
 		args[11] = languages ? JsonbPGetDatum(languages) : (Datum) 0;
 		if (SPI_execute_with_args(q, languages ? 12 : 11, types, args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not store model \"%s\"", name);
+	}
+	if (mi->segment_tokens > 0 && ExtensionTableHasColumn("transformer_models", "segment_tokens"))
+	{
+		Oid			types[2] = {TEXTOID, INT4OID};
+		Datum		args[2] = {CStringGetTextDatum(name), Int32GetDatum(mi->segment_tokens)};
+
+		q = psprintf("UPDATE %s SET segment_tokens = $2 WHERE name = $1", ExtensionTableName("transformer_models"));
+		if (SPI_execute_with_args(q, 2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not store model \"%s\"", name);
 	}
 	/*
@@ -707,6 +717,21 @@ ReadMarianTokenizers(const char *dir, Jsonb *tc, ModelImport *mi)
 								   "the target vocabulary of a tokenizer with separate_vocabs", &mi->tgt_vocab_len);
 	mi->source_lang = tc ? JsonStringKey(tc, "source_lang") : NULL;
 	mi->target_lang = tc ? JsonStringKey(tc, "target_lang") : NULL;
+	/* the reliable segment length measure_segment_length() found, as the bundled model records it */
+	{
+		JsonbValue *v = JsonKey(tc, "segment_tokens");
+
+		if (v != NULL && v->type == jbvNumeric)
+		{
+			int32		t = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+
+			if (t < 4 || t > 100000)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("segment_tokens in tokenizer_config.json must be between 4 and 100000, not %d", t)));
+			mi->segment_tokens = t;
+		}
+	}
 }
 
 /*

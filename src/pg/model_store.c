@@ -236,12 +236,13 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s, %s "
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s, %s, %s "
 					 "FROM %s WHERE name = $1",
 					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
 					 "NULL::jsonb, NULL::text, NULL::text",
 					 RowVersionSql("transformer_models"),
 					 ExtensionTableHasColumn("transformer_models", "languages") ? "languages" : "NULL::jsonb",
+					 ExtensionTableHasColumn("transformer_models", "segment_tokens") ? "segment_tokens" : "NULL::integer",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -270,6 +271,8 @@ load_model(void *e, const char *name)
 		Datum		l = SPI_getbinval(row, desc, 8, &lnull);
 
 		LoadLanguages(entry, lnull ? NULL : DatumGetJsonbP(l), name);
+		l = SPI_getbinval(row, desc, 9, &lnull);
+		entry->segment_tokens = lnull ? 0 : Max(DatumGetInt32(l), 0);
 	}
 
 	/*

@@ -71,6 +71,7 @@ typedef struct CachedModel
 	ModelGeneration gen;
 	char		source_lang[33];	/* "" if unknown */
 	char		target_lang[33];
+	int			segment_tokens;	/* the longest segment it translates reliably; 0: unknown */
 	char		source_tokenizer[NAMEDATALEN];
 	char		target_tokenizer[NAMEDATALEN];
 	Size		weight_bytes;	/* bytes of the weights as held */
@@ -192,6 +193,7 @@ typedef struct ModelImport
 	const char *source_lang;	/* or NULL */
 	const char *target_lang;
 	Jsonb	   *languages;		/* language tokens (see model_languages()), or NULL */
+	int			segment_tokens;	/* tokenizer_config.json's segment_tokens (ours), or 0 */
 } ModelImport;
 
 /* model_files.c */

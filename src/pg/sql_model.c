@@ -206,7 +206,7 @@ translate_batch(PG_FUNCTION_ARGS)
 /* ------------------------------------------------------ attention maps */
 
 /* The piece of a model id, as the tokenizer spells it. */
-static const char *
+const char *
 PieceOf(Tokenizer *tok, int id, Size *len)
 {
 	if (tok->has_vocab && id >= 0 && id < tok->nmodel && tok->model_piece[id] != NULL)

@@ -100,7 +100,7 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
  * all), and for NLLB and M2M100 fairseq's <s>, <pad>, </s> and <unk>.
  * Returns the ids left, in place.
  */
-static int
+int
 SkipSpecialIds(const CachedModel *cm, int n, int *ids)
 {
 	int			k = 0;
@@ -281,6 +281,21 @@ GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *
 void
 TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const CallOptions *o, text **out)
 {
+	TranslateSentenceIds(cm, model, n, in, o, out, NULL, NULL);
+}
+
+/*
+ * As TranslateSentences, and if raw is not NULL, each sentence's target ids
+ * as generated (language tokens included, EOS not) in raw[i], nraw[i]
+ * (palloc'd in the caller's context): what the alignment of a sentence
+ * teacher-forces.
+ */
+void
+TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in, const CallOptions *o, text **out,
+					 int **raw, int *nraw)
+{
+	MemoryContext caller = CurrentMemoryContext;
+
 	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
 	int		  **srcs = palloc(sizeof(int *) * (n + 1));
 	int		   *nsrc = palloc(sizeof(int) * (n + 1));
@@ -323,6 +338,12 @@ TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const C
 			Size		len;
 			char	   *str;
 
+			if (raw != NULL)
+			{
+				raw[first + j] = MemoryContextAlloc(caller, sizeof(int) * (nids[j] + 1));
+				memcpy(raw[first + j], ids[j], sizeof(int) * nids[j]);
+				nraw[first + j] = nids[j];
+			}
 			nids[j] = SkipSpecialIds(cm, nids[j], ids[j]);
 			str = DecodeIds(tgt, cm->target_tokenizer, nids[j], ids[j], &len);
 
@@ -333,11 +354,6 @@ TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const C
 		first += count;
 	}
 	MemoryContextDelete(batch_cxt);
-}
-static bool
-is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
 /* Sentence boundaries of UTF-8 text: nseg + 1 byte offsets. */
@@ -357,316 +373,3 @@ SentenceBounds(const char *s, size_t len, const char *locale, int *nseg)
 	return bounds;
 }
 
-/* ---------------------------------------------------------- documents */
-
-/* A document as parts: its own bytes, or a sentence's translation. */
-typedef struct Part
-{
-	int			job;			/* -1: the bytes u[off..off+len) */
-	size_t		off;
-	size_t		len;
-} Part;
-
-typedef struct DocPlan
-{
-	Part	   *parts;
-	int			nparts;
-	int			cap;
-} DocPlan;
-
-typedef struct Jobs
-{
-	const char **s;				/* UTF-8 sentences to translate */
-	size_t	   *len;
-	int			n;
-	int			cap;
-	MemoryContext scratch;		/* count_tokens()'s, reset on each call */
-} Jobs;
-
-static void
-add_part(DocPlan *p, int job, size_t off, size_t len)
-{
-	if (job < 0 && len == 0)
-		return;
-	if (p->nparts == p->cap)
-	{
-		p->cap = p->cap ? 2 * p->cap : 16;
-		p->parts = p->parts ? repalloc(p->parts, sizeof(Part) * p->cap) : palloc(sizeof(Part) * p->cap);
-	}
-	p->parts[p->nparts].job = job;
-	p->parts[p->nparts].off = off;
-	p->parts[p->nparts].len = len;
-	p->nparts++;
-}
-
-static int
-add_job(Jobs *j, const char *s, size_t len)
-{
-	if (j->n == j->cap)
-	{
-		j->cap = j->cap ? 2 * j->cap : 16;
-		j->s = j->s ? repalloc(j->s, sizeof(char *) * j->cap) : palloc(sizeof(char *) * j->cap);
-		j->len = j->len ? repalloc(j->len, sizeof(size_t) * j->cap) : palloc(sizeof(size_t) * j->cap);
-	}
-	j->s[j->n] = s;
-	j->len[j->n] = len;
-	return j->n++;
-}
-
-/* Tokens of UTF-8 text, as the source ids count them (EOS not included); INT_MAX if too long. */
-static int
-count_tokens(Jobs *j, Tokenizer *tok, const char *s, size_t len)
-{
-	SpmAlloc	a = PgAllocator(j->scratch);
-	SpmEncoding enc;
-	int			n;
-
-	n = spm_encode(tok->model, s, len, &a, &enc) ? enc.ntokens : INT_MAX;
-	MemoryContextReset(j->scratch);
-	return n;
-}
-
-static bool
-is_cut(const char *s, size_t c)
-{
-	char		p = s[c - 1];
-
-	return is_space(p) || p == '.' || p == ',' || p == ';' || p == ':' || p == '!' || p == '?' || p == ')';
-}
-
-/*
- * A sentence u[start..end) (no whitespace at either end) as jobs: itself,
- * or, when it has more tokens than the model's positions take, pieces cut
- * at the last whitespace or punctuation before the limit (at a character
- * if a single word is too long), the whitespace between them kept.
- */
-static void
-plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, size_t start, size_t end)
-{
-	size_t		pos = start;
-
-	while (pos < end)
-	{
-		int			ntok = count_tokens(jobs, tok, u + pos, end - pos);
-		size_t		lo,
-					hi,
-					cut = 0;
-		size_t		e;
-
-		CHECK_FOR_INTERRUPTS();
-		if (ntok == 0)
-		{
-			add_part(p, -1, pos, end - pos);	/* nothing to translate */
-			return;
-		}
-		if (ntok <= limit)
-		{
-			add_part(p, add_job(jobs, u + pos, end - pos), 0, 0);
-			return;
-		}
-		/* the last cut point whose prefix fits (token counts grow with the prefix) */
-		lo = pos + 1;
-		hi = end - 1;
-		while (lo <= hi)
-		{
-			size_t		mid = lo + (hi - lo) / 2;
-			size_t		c = mid;
-
-			while (c > pos && !is_cut(u, c))
-				c--;
-			if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
-			{
-				cut = Max(cut, c);
-				lo = mid + 1;
-			}
-			else
-				hi = c > pos ? c - 1 : pos;
-			if (hi < lo || hi == pos)
-				break;
-		}
-		if (cut == 0)
-		{
-			/* one long word: the longest run of whole characters that fits */
-			lo = pos + 1;
-			hi = end - 1;
-			while (lo <= hi)
-			{
-				size_t		c = lo + (hi - lo) / 2;
-
-				while (c > pos && ((unsigned char) u[c] & 0xC0) == 0x80)
-					c--;
-				if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
-				{
-					cut = Max(cut, c);
-					lo = c + 1;
-				}
-				else
-				{
-					if (c <= lo)
-						break;
-					hi = c - 1;
-				}
-			}
-			if (cut == 0)
-			{
-				cut = pos + 1;
-				while (cut < end && ((unsigned char) u[cut] & 0xC0) == 0x80)
-					cut++;
-			}
-		}
-		/* the piece without its trailing whitespace; the whitespace stays as it was */
-		e = cut;
-		while (e > pos && is_space(u[e - 1]))
-			e--;
-		if (e > pos)
-			add_part(p, add_job(jobs, u + pos, e - pos), 0, 0);
-		pos = cut;
-		while (pos < end && is_space(u[pos]))
-			pos++;
-		add_part(p, -1, e, pos - e);
-	}
-}
-
-/* A document u[0..len) as parts: its sentences (cut further if too long) as jobs, the whitespace kept. */
-static void
-plan_document(CachedModel *cm, Tokenizer *tok, int limit, const char *u, size_t len, DocPlan *plan, Jobs *jobs)
-{
-	int			nseg;
-	size_t	   *b = SentenceBounds(u, len, cm->source_lang, &nseg);
-
-	for (int i = 0; i < nseg; i++)
-	{
-		size_t		start = b[i],
-					end = b[i + 1];
-		size_t		cs = start,
-					ce = end;
-
-		while (cs < end && is_space(u[cs]))
-			cs++;
-		while (ce > cs && is_space(u[ce - 1]))
-			ce--;
-		add_part(plan, -1, start, cs - start);
-		if (ce > cs)
-			plan_sentence(plan, jobs, tok, limit, u, cs, ce);
-		add_part(plan, -1, ce, end - ce);
-	}
-}
-
-int
-DocumentSentences(CachedModel *cm, text *doc, text ***sentences)
-{
-	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
-	int			limit = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);	/* with EOS and a language token */
-	DocPlan		plan = {0};
-	Jobs		jobs = {0};
-	Size		len;
-	char	   *u = ToUtf8(doc, &len);
-
-	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
-	plan_document(cm, tok, limit, u, len, &plan, &jobs);
-	MemoryContextDelete(jobs.scratch);
-	*sentences = palloc(sizeof(text *) * (jobs.n + 1));
-	for (int j = 0; j < jobs.n; j++)
-		(*sentences)[j] = FromUtf8(jobs.s[j], jobs.len[j]);
-	return jobs.n;
-}
-
-void
-TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const CallOptions *o, text **out)
-{
-	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
-	int			limit = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);	/* with EOS and a language token */
-	DocPlan	   *plans = palloc0(sizeof(DocPlan) * (n + 1));
-	char	  **utf8 = palloc0(sizeof(char *) * (n + 1));
-	Jobs		jobs = {0};
-	text	  **in;
-	text	  **done;
-	char	  **lang = palloc0(sizeof(char *) * (n + 1));
-	char	  **job_lang;
-
-	/* every cache entry first: loading one may run a user's code */
-	(void) GetTokenizer(cm->target_tokenizer);
-	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
-
-	for (int d = 0; d < n; d++)
-	{
-		Size		len;
-		char	   *u;
-		bool		blank = true;
-
-		out[d] = NULL;
-		if (docs[d] == NULL)
-			continue;
-		u = utf8[d] = ToUtf8(docs[d], &len);
-		for (Size i = 0; i < len && blank; i++)
-			blank = is_space(u[i]);
-		if (blank)
-		{
-			out[d] = docs[d];	/* empty or whitespace only: as it is */
-			utf8[d] = NULL;
-			continue;
-		}
-		/* a Marian document that starts with >>fra<<: every sentence goes into that language */
-		{
-			int			plen = TextLanguagePrefix(cm, u, (int) Min(len, 64));
-
-			if (plen > 0)
-			{
-				/* the token and the whitespace after it, as the tokenizer would drop them */
-				lang[d] = pnstrdup(u, plen);
-				while ((Size) plen < len && is_space(u[plen]))
-					plen++;
-				u = utf8[d] = u + plen;
-				len -= plen;
-			}
-		}
-		plan_document(cm, tok, limit, u, len, &plans[d], &jobs);
-	}
-
-	MemoryContextDelete(jobs.scratch);
-
-	/* all sentences of all documents decode together */
-	in = palloc(sizeof(text *) * (jobs.n + 1));
-	done = palloc(sizeof(text *) * (jobs.n + 1));
-	job_lang = palloc0(sizeof(char *) * (jobs.n + 1));
-	for (int d = 0; d < n; d++)
-		for (int i = 0; lang[d] != NULL && i < plans[d].nparts; i++)
-			if (plans[d].parts[i].job >= 0)
-				job_lang[plans[d].parts[i].job] = lang[d];
-	for (int j = 0; j < jobs.n; j++)
-	{
-		if (job_lang[j] != NULL)
-		{
-			char	   *s = psprintf("%s %.*s", job_lang[j], (int) jobs.len[j], jobs.s[j]);
-
-			in[j] = FromUtf8(s, strlen(s));
-		}
-		else
-			in[j] = FromUtf8(jobs.s[j], jobs.len[j]);
-	}
-	TranslateSentences(cm, model, jobs.n, in, o, done);
-
-	for (int d = 0; d < n; d++)
-	{
-		StringInfoData buf;
-
-		if (utf8[d] == NULL)
-			continue;
-		initStringInfo(&buf);
-		for (int i = 0; i < plans[d].nparts; i++)
-		{
-			Part	   *pt = &plans[d].parts[i];
-
-			if (pt->job < 0)
-				appendBinaryStringInfo(&buf, utf8[d] + pt->off, pt->len);
-			else
-			{
-				Size		l;
-				char	   *t = ToUtf8(done[pt->job], &l);
-
-				appendBinaryStringInfo(&buf, t, l);
-			}
-		}
-		out[d] = FromUtf8(buf.data, buf.len);
-	}
-}

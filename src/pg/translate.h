@@ -12,6 +12,7 @@
 #include "fmgr.h"
 
 #include "model_store.h"
+#include "tokenizer.h"
 
 /*
  * translate()'s per-call options, arguments 2 to 9 (version 0.1.0 declared
@@ -22,6 +23,7 @@ enum
 	OPT_BEAM_SIZE, OPT_MAX_LENGTH, OPT_EARLY_STOPPING, OPT_LENGTH_PENALTY,
 	OPT_NO_REPEAT_NGRAM_SIZE, OPT_REPETITION_PENALTY, OPT_MIN_LENGTH, OPT_MAX_NEW_TOKENS,
 	OPT_SOURCE_LANG, OPT_TARGET_LANG,	/* text, since 0.6.0 */
+	OPT_FORMAT, OPT_KEEP, OPT_SPLIT,	/* text, text[], boolean; translate() since 0.7.0 */
 	NUM_CALL_OPTIONS
 };
 #define FIRST_OPTION_ARG 2
@@ -64,6 +66,16 @@ extern size_t *SentenceBounds(const char *s, size_t len, const char *locale, int
 /* Translate n sentences together. */
 extern void TranslateSentences(CachedModel *cm, const char *model, int n, text **in,
 							   const CallOptions *o, text **out);
+
+/* As TranslateSentences, with each sentence's generated ids in raw, nraw if raw is not NULL. */
+extern void TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in,
+								 const CallOptions *o, text **out, int **raw, int *nraw);
+
+/* Drop language and fairseq special ids from generated ids, as decode(skip_special_tokens) does. */
+extern int	SkipSpecialIds(const CachedModel *cm, int n, int *ids);
+
+/* The piece of a model id as the tokenizer spells it ("" if none; sql_model.c). */
+extern const char *PieceOf(Tokenizer *tok, int id, Size *len);
 
 /*
  * Translate n documents together: each split into

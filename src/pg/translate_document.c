@@ -1,0 +1,1452 @@
+/*
+ * translate_document.c
+ *		Documents as people write them, through the sentence pipeline
+ *		(translate.c): text or markup -> units -> sentences -> translations
+ *		-> the document again.
+ *
+ * A unit is a text to translate with anchors over it: a plain document,
+ * or one block of an HTML/XML document (markup.c) with its inline
+ * elements.  In a unit:
+ *  - verbatim spans (spans.c: URLs, numbers, placeholders, ...) are taken
+ *    out of the text, and become point anchors that carry their bytes;
+ *  - the text is split into sentences (segment.c), and those longer than
+ *    the model translates reliably are cut at clause boundaries;
+ *  - a sentence in ALL CAPS or Title Case is lowered for the model and its
+ *    translation restored to that style (casing.c);
+ *  - all sentences of all units decode together (TranslateSentenceIds);
+ *  - if the unit has anchors, each sentence is aligned word by word from
+ *    its cross-attention (placement.c) and the anchors go to the target
+ *    words aligned to theirs: spans are put back verbatim, tags around
+ *    the words they covered.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include <unicode/uchar.h>
+#include <unicode/utf8.h>
+
+#include "casing.h"
+#include "decode_workspace.h"
+#include "markup.h"
+#include "model_store.h"
+#include "placement.h"
+#include "segment.h"
+#include "spans.h"
+#include "tokenizer.h"
+#include "translate.h"
+
+static bool
+is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* -------------------------------------------------------- the plan */
+
+/* A unit as parts: its own bytes, or a sentence's translation. */
+typedef struct Part
+{
+	int			job;			/* -1: the bytes u[off..off+len) */
+	size_t		off;
+	size_t		len;
+} Part;
+
+typedef struct DocPlan
+{
+	Part	   *parts;
+	int			nparts;
+	int			cap;
+} DocPlan;
+
+typedef struct Jobs
+{
+	const char **s;				/* UTF-8 sentences to translate */
+	size_t	   *len;
+	int			n;
+	int			cap;
+	MemoryContext scratch;		/* count_tokens()'s, reset on each call */
+	/* casing: NULL, or the scorer's argument; each job's style */
+	void	   *casing;
+	const char *locale;
+	TfCaseStyle current;
+	TfCaseStyle *style;
+} Jobs;
+
+static void
+add_part(DocPlan *p, int job, size_t off, size_t len)
+{
+	if (job < 0 && len == 0)
+		return;
+	if (p->nparts == p->cap)
+	{
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->parts = p->parts ? repalloc_huge(p->parts, sizeof(Part) * p->cap) : palloc(sizeof(Part) * p->cap);
+	}
+	p->parts[p->nparts].job = job;
+	p->parts[p->nparts].off = off;
+	p->parts[p->nparts].len = len;
+	p->nparts++;
+}
+
+static int
+add_job(Jobs *j, const char *s, size_t len)
+{
+	if (j->n == j->cap)
+	{
+		j->cap = j->cap ? 2 * j->cap : 16;
+		j->s = j->s ? repalloc_huge(j->s, sizeof(char *) * j->cap) : palloc(sizeof(char *) * j->cap);
+		j->len = j->len ? repalloc_huge(j->len, sizeof(size_t) * j->cap) : palloc(sizeof(size_t) * j->cap);
+	}
+	j->s[j->n] = s;
+	j->len[j->n] = len;
+	if (j->casing != NULL)
+	{
+		if (j->n == 0 || j->style == NULL)
+			j->style = palloc(sizeof(TfCaseStyle) * j->cap);
+		else
+			j->style = repalloc_huge(j->style, sizeof(TfCaseStyle) * j->cap);
+		j->style[j->n] = j->current;
+	}
+	return j->n++;
+}
+
+/* Tokens of UTF-8 text, as the source ids count them (EOS not included); INT_MAX if too long. */
+static int
+count_tokens(Jobs *j, Tokenizer *tok, const char *s, size_t len)
+{
+	SpmAlloc	a = PgAllocator(j->scratch);
+	SpmEncoding enc;
+	int			n;
+
+	n = spm_encode(tok->model, s, len, &a, &enc) ? enc.ntokens : INT_MAX;
+	MemoryContextReset(j->scratch);
+	return n;
+}
+
+static bool
+is_cut(const char *s, size_t c)
+{
+	char		p = s[c - 1];
+
+	return is_space(p) || p == '.' || p == ',' || p == ';' || p == ':' || p == '!' || p == '?' || p == ')';
+}
+
+/*
+ * Words before which a clause or a sentence starts more often than not:
+ * conjunctions, and (capitalized) the words that start a sentence, which
+ * in a text without periods are where the periods were.
+ */
+static const char *const clause_words[] = {
+	"und", "oder", "aber", "sondern", "denn", "während", "weil", "dass", "als", "wenn", "wobei",
+	"and", "or", "but", "while", "because", "when", "which", "who", "whereas", NULL
+};
+static const char *const sentence_words[] = {
+	"Ein", "Eine", "Einer", "Der", "Die", "Das", "Zwei", "Drei", "Vier", "Fünf", "Mehrere", "Viele",
+	"Einige", "Ich", "Wir", "Er", "Sie", "Es", "Dieser", "Diese",
+	"A", "An", "The", "Two", "Three", "Four", "Five", "Several", "Many", "Some", "I", "We", "He", "She",
+	"It", "They", "This", "These", NULL
+};
+
+static bool
+word_in(const char *s, size_t len, const char *const *list)
+{
+	for (int i = 0; list[i] != NULL; i++)
+		if (strlen(list[i]) == len && memcmp(s, list[i], len) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * How good a place to cut u[..c) | u[c..) is, c after whitespace: a line
+ * break 5, after ; or : 4, after a comma 3, before a word that starts
+ * sentences 2 (not after one: "Ein Mann" is no cut), before a conjunction
+ * 1, anywhere else 0.
+ */
+static int
+cut_rank(const char *u, size_t start, size_t c, size_t end)
+{
+	size_t		b = c,
+				w = c;
+	bool		newline = false;
+
+	while (b > start && is_space(u[b - 1]))
+	{
+		newline |= u[b - 1] == '\n';
+		b--;
+	}
+	if (newline)
+		return 5;
+	if (b > start && (u[b - 1] == ';' || u[b - 1] == ':'))
+		return 4;
+	if (b > start && u[b - 1] == ',')
+		return 3;
+	while (w < end && !is_space(u[w]) && w - c < 16)
+		w++;
+	if (word_in(u + c, w - c, sentence_words))
+	{
+		size_t		p = b;
+
+		while (p > start && !is_space(u[p - 1]))
+			p--;
+		if (!word_in(u + p, b - p, sentence_words) && !word_in(u + p, b - p, clause_words))
+			return 2;
+	}
+	if (word_in(u + c, w - c, clause_words))
+		return 1;
+	return 0;
+}
+
+/*
+ * A sentence u[start..end) (no whitespace at either end) as jobs: itself,
+ * or, when it has more tokens than limit, pieces that fit: the last cut
+ * point before the limit is found, then the best-ranked cut (cut_rank)
+ * in the second half of that piece is taken (at a character if a single
+ * word is too long); the whitespace between pieces is kept.
+ */
+static void
+plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, size_t start, size_t end)
+{
+	size_t		pos = start;
+
+	while (pos < end)
+	{
+		int			ntok = count_tokens(jobs, tok, u + pos, end - pos);
+		size_t		lo,
+					hi,
+					cut = 0;
+		size_t		e;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ntok == 0)
+		{
+			add_part(p, -1, pos, end - pos);	/* nothing to translate */
+			return;
+		}
+		if (ntok <= limit)
+		{
+			add_part(p, add_job(jobs, u + pos, end - pos), 0, 0);
+			return;
+		}
+		/* the last cut point whose prefix fits (token counts grow with the prefix) */
+		lo = pos + 1;
+		hi = end - 1;
+		while (lo <= hi)
+		{
+			size_t		mid = lo + (hi - lo) / 2;
+			size_t		c = mid;
+
+			while (c > pos && !is_cut(u, c))
+				c--;
+			if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
+			{
+				cut = Max(cut, c);
+				lo = mid + 1;
+			}
+			else
+				hi = c > pos ? c - 1 : pos;
+			if (hi < lo || hi == pos)
+				break;
+		}
+		if (cut > 0)
+		{
+			/* the best-ranked word boundary in the piece's second half */
+			size_t		half = pos + (cut - pos) / 2;
+			int			best = -1;
+			size_t		best_c = cut;
+
+			for (size_t c = cut; c > half; c--)
+			{
+				int			r;
+
+				if (!is_space(u[c - 1]) || is_space(u[c]))
+					continue;
+				r = cut_rank(u, pos, c, end);
+				if (r > best)
+				{
+					best = r;
+					best_c = c;
+				}
+			}
+			if (best > 0 || !is_space(u[cut - 1]))
+				cut = best > 0 ? best_c : cut;
+		}
+		if (cut == 0)
+		{
+			/* one long word: the longest run of whole characters that fits */
+			lo = pos + 1;
+			hi = end - 1;
+			while (lo <= hi)
+			{
+				size_t		c = lo + (hi - lo) / 2;
+
+				while (c > pos && ((unsigned char) u[c] & 0xC0) == 0x80)
+					c--;
+				if (c > pos && count_tokens(jobs, tok, u + pos, c - pos) <= limit)
+				{
+					cut = Max(cut, c);
+					lo = c + 1;
+				}
+				else
+				{
+					if (c <= lo)
+						break;
+					hi = c - 1;
+				}
+			}
+			if (cut == 0)
+			{
+				cut = pos + 1;
+				while (cut < end && ((unsigned char) u[cut] & 0xC0) == 0x80)
+					cut++;
+			}
+		}
+		/* the piece without its trailing whitespace; the whitespace stays as it was */
+		e = cut;
+		while (e > pos && is_space(u[e - 1]))
+			e--;
+		if (e > pos)
+			add_part(p, add_job(jobs, u + pos, e - pos), 0, 0);
+		pos = cut;
+		while (pos < end && is_space(u[pos]))
+			pos++;
+		add_part(p, -1, e, pos - e);
+	}
+}
+
+/* -------------------------------------------------------- casing */
+
+typedef struct VocabArg
+{
+	Tokenizer  *tok;
+	MemoryContext scratch;
+} VocabArg;
+
+/*
+ * How usual a spelling of a word is to the model: the fewer pieces it
+ * takes the better, then the likelier the pieces (SentencePiece's
+ * scores); an unknown piece is the worst.
+ */
+static double
+vocab_score(void *arg, const char *word, size_t len)
+{
+	VocabArg   *v = arg;
+	SpmAlloc	a = PgAllocator(v->scratch);
+	SpmEncoding enc;
+	double		score = 0;
+
+	if (!spm_encode(v->tok->model, word, len, &a, &enc))
+		return -1e12;
+	for (int i = 0; i < enc.ntokens; i++)
+	{
+		int			id = enc.tokens[i].id;
+
+		score -= 1000.0;
+		if (id == v->tok->model->unk_id || id < 0 || id >= v->tok->model->npieces)
+			score -= 1e6;
+		else
+			score += v->tok->model->pieces[id].score;
+	}
+	MemoryContextReset(v->scratch);
+	return score;
+}
+
+/*
+ * A sentence in ALL CAPS or Title Case lowered in place for the model (to
+ * the casing its vocabulary knows best; the same bytes long), its style
+ * kept for the jobs it becomes.
+ */
+static void
+lower_sentence(Jobs *jobs, char *s, size_t len)
+{
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	char	   *lowered;
+	char		err[256];
+
+	jobs->current = tf_case_style(s, len);
+	if (jobs->current == TF_CASE_MIXED)
+		return;
+	if (tf_case_lower(jobs->current, s, len, jobs->locale, vocab_score, jobs->casing, &a,
+					  &lowered, err, sizeof(err)) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not change the case of the text"),
+				 errdetail("%s", err)));
+	memcpy(s, lowered, len);
+	pfree(lowered);
+}
+
+/*
+ * A text u[0..len) as parts: its sentences (or, if !split, the whole text)
+ * cut further if too long, as jobs; the whitespace kept.
+ */
+static void
+plan_document(CachedModel *cm, Tokenizer *tok, int limit, bool split, const char *u, size_t len,
+			  DocPlan *plan, Jobs *jobs)
+{
+	int			nseg = 1;
+	size_t		whole[2] = {0, len};
+	size_t	   *b = split ? SentenceBounds(u, len, cm->source_lang, &nseg) : whole;
+
+	for (int i = 0; i < nseg; i++)
+	{
+		size_t		start = b[i],
+					end = b[i + 1];
+		size_t		cs = start,
+					ce = end;
+
+		while (cs < end && is_space(u[cs]))
+			cs++;
+		while (ce > cs && is_space(u[ce - 1]))
+			ce--;
+		add_part(plan, -1, start, cs - start);
+		if (ce > cs)
+		{
+			if (jobs->casing != NULL)
+				lower_sentence(jobs, (char *) u + cs, ce - cs);
+			plan_sentence(plan, jobs, tok, limit, u, cs, ce);
+		}
+		add_part(plan, -1, ce, end - ce);
+	}
+}
+
+/* The most tokens a sentence may have: the model's positions, or its reliable length if shorter. */
+static int
+SegmentLimit(CachedModel *cm)
+{
+	int			limit = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);	/* with EOS and a language token */
+
+	if (cm->segment_tokens > 0 && cm->segment_tokens < limit)
+		limit = cm->segment_tokens;
+	return limit;
+}
+
+int
+DocumentSentences(CachedModel *cm, text *doc, text ***sentences)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	DocPlan		plan = {0};
+	Jobs		jobs = {0};
+	Size		len;
+	char	   *u = ToUtf8(doc, &len);
+
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
+	plan_document(cm, tok, SegmentLimit(cm), true, u, len, &plan, &jobs);
+	MemoryContextDelete(jobs.scratch);
+	*sentences = palloc(sizeof(text *) * (jobs.n + 1));
+	for (int j = 0; j < jobs.n; j++)
+		(*sentences)[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	return jobs.n;
+}
+
+/* -------------------------------------------------------- the options */
+
+typedef enum
+{
+	FORMAT_TEXT, FORMAT_HTML, FORMAT_XML
+} DocFormat;
+
+typedef struct DocOptions
+{
+	DocFormat	format;
+	unsigned	keep;			/* TF_SPAN_* */
+	bool		split;
+} DocOptions;
+
+static void
+GetDocOptions(const CallOptions *o, DocOptions *d)
+{
+	d->format = FORMAT_TEXT;
+	d->keep = TF_SPAN_ALL;
+	d->split = true;
+	if (o == NULL)
+		return;
+	if (o->given[OPT_FORMAT])
+	{
+		char	   *f = TextDatumGetCString(o->value[OPT_FORMAT]);
+
+		if (pg_strcasecmp(f, "text") == 0)
+			d->format = FORMAT_TEXT;
+		else if (pg_strcasecmp(f, "html") == 0)
+			d->format = FORMAT_HTML;
+		else if (pg_strcasecmp(f, "xml") == 0)
+			d->format = FORMAT_XML;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"format\": \"%s\"", f),
+					 errhint("Valid values are \"text\", \"html\" and \"xml\".")));
+	}
+	if (o->given[OPT_KEEP])
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(o->value[OPT_KEEP]);
+		Datum	   *el;
+		bool	   *nulls;
+		int			n;
+
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &el, &nulls, &n);
+		d->keep = 0;
+		for (int i = 0; i < n; i++)
+		{
+			char	   *k;
+			unsigned	bit;
+
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("option \"keep\" must not contain nulls")));
+			k = TextDatumGetCString(el[i]);
+			bit = tf_span_kind_by_name(k, strlen(k));
+			if (bit == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid value in option \"keep\": \"%s\"", k),
+						 errhint("Valid values are url, email, number, placeholder, format, mention, hashtag and code.")));
+			d->keep |= bit;
+		}
+	}
+	if (o->given[OPT_SPLIT])
+		d->split = DatumGetBool(o->value[OPT_SPLIT]);
+}
+
+/* -------------------------------------------------------- units */
+
+/* An anchor of a unit, in its text's byte offsets (the text with spans taken out). */
+typedef struct Anchor
+{
+	size_t		start,
+				end;
+	int			parent;			/* in the unit's anchors, -1: none */
+	bool		point;
+	const char *insert;			/* a span's bytes, put back at its place (NULL: a markup anchor) */
+	size_t		insert_len;
+	int			markup;			/* the markup anchor's index in its block, -1: a span */
+	bool		ws_before;		/* whitespace before it in the source */
+	bool		ws_after;		/* ... and after it */
+} Anchor;
+
+typedef struct Unit
+{
+	int			doc;
+	char	   *text;			/* UTF-8, spans taken out; sentences in ALL CAPS lowered in place */
+	size_t		len;
+	Anchor	   *anchors;
+	int			nanchors;
+	int			nmarkup;		/* the block's own anchors */
+	DocPlan		plan;
+	/* the result */
+	char	   *out;
+	size_t		outlen;
+	TfPlaced   *placed;			/* (nmarkup) */
+} Unit;
+
+typedef struct Units
+{
+	Unit	   *u;
+	int			n;
+	int			cap;
+} Units;
+
+static Unit *
+new_unit(Units *us, int doc)
+{
+	Unit	   *u;
+
+	if (us->n == us->cap)
+	{
+		us->cap = us->cap ? 2 * us->cap : 16;
+		us->u = us->u ? repalloc_huge(us->u, sizeof(Unit) * us->cap) : palloc(sizeof(Unit) * us->cap);
+	}
+	u = &us->u[us->n++];
+	memset(u, 0, sizeof(Unit));
+	u->doc = doc;
+	return u;
+}
+
+static int
+cmp_size(const void *a, const void *b)
+{
+	size_t		x = *(const size_t *) a,
+				y = *(const size_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Bytes of the used spans that end at or before offset o (spans sorted, non-overlapping; cum: their running sums). */
+static size_t
+removed_before(const TfSpan *spans, const size_t *cum, int n, size_t o)
+{
+	int			lo = 0,
+				hi = n;
+
+	/* the first span that ends after o */
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (spans[mid].end <= o)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return cum[lo];
+}
+
+/*
+ * Fill unit u from text s[0..len) and the markup anchors over it (NULL):
+ * the spans of the kinds in keep are taken out of the text, and become
+ * point anchors with their bytes, children of the innermost markup anchor
+ * around them; a span that crosses a markup anchor's edge, or holds one,
+ * stays text.
+ */
+static void
+build_unit(Unit *u, const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep)
+{
+	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
+	TfSpan	   *spans = NULL;
+	int			nspans = 0;
+	bool	   *use;
+	size_t	   *shift;			/* bytes taken out before each source offset: by span */
+	int			k = 0;
+	StringInfoData buf;
+	TfSpan	   *used;
+	size_t	   *cum;
+	int			nused;
+
+	if (keep != 0 && len > 0)
+	{
+		nspans = tf_find_spans(s, len, keep, &a, &spans);
+		if (nspans < 0)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	}
+	/* a span stays text if an element starts or ends inside it (crossing it, or held by it) */
+	use = palloc0(sizeof(bool) * (nspans + 1));
+	{
+		size_t	   *edges = palloc(sizeof(size_t) * (2 * nma + 1));
+
+		for (int j = 0; j < nma; j++)
+		{
+			edges[2 * j] = ma[j].start;
+			edges[2 * j + 1] = ma[j].end;
+		}
+		qsort(edges, 2 * nma, sizeof(size_t), cmp_size);
+		for (int i = 0; i < nspans; i++)
+		{
+			int			lo = 0,
+						hi = 2 * nma;
+
+			while (lo < hi)		/* the first edge after the span's start */
+			{
+				int			mid = lo + (hi - lo) / 2;
+
+				if (edges[mid] <= spans[i].start)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			use[i] = lo == 2 * nma || edges[lo] >= spans[i].end;
+		}
+	}
+	/* the text without the spans; shift[i]: bytes taken out before span i */
+	shift = palloc0(sizeof(size_t) * (nspans + 1));
+	initStringInfo(&buf);
+	{
+		size_t		pos = 0,
+					removed = 0;
+
+		for (int i = 0; i < nspans; i++)
+		{
+			if (!use[i])
+				continue;
+			appendBinaryStringInfo(&buf, s + pos, spans[i].start - pos);
+			shift[i] = removed;
+			removed += spans[i].end - spans[i].start;
+			pos = spans[i].end;
+		}
+		appendBinaryStringInfo(&buf, s + pos, len - pos);
+	}
+	u->text = buf.data;
+	u->len = buf.len;
+	{
+		int			m = 0;
+
+		used = palloc(sizeof(TfSpan) * (nspans + 1));
+		cum = palloc0(sizeof(size_t) * (nspans + 2));
+		for (int i = 0; i < nspans; i++)
+			if (use[i])
+			{
+				used[m] = spans[i];
+				cum[m + 1] = cum[m] + (spans[i].end - spans[i].start);
+				m++;
+			}
+		nused = m;
+	}
+	u->nmarkup = nma;
+	u->anchors = palloc0(sizeof(Anchor) * (nma + nspans + 1));
+
+	/*
+	 * Merge markup anchors and spans in source order (an anchor that starts
+	 * where a span does holds it); offsets into the new text.
+	 */
+	{
+		int			i = 0,
+					j = 0;
+		int		   *index_of_markup = palloc(sizeof(int) * (nma + 1));
+		int		   *open = palloc(sizeof(int) * (nma + 1));
+		int			nopen = 0;
+
+		while (i < nma || j < nspans)
+		{
+			if (j < nspans && !use[j])
+			{
+				j++;
+				continue;
+			}
+			if (i < nma && (j >= nspans || ma[i].start <= spans[j].start))
+			{
+				Anchor	   *an = &u->anchors[k];
+
+				an->start = ma[i].start - removed_before(used, cum, nused, ma[i].start);
+				an->end = ma[i].end - removed_before(used, cum, nused, ma[i].end);
+				an->point = ma[i].point;
+				an->parent = ma[i].parent >= 0 ? index_of_markup[ma[i].parent] : -1;
+				an->markup = i;
+				an->ws_before = ma[i].start > 0 && is_space(s[ma[i].start - 1]);
+				an->ws_after = ma[i].end < len && is_space(s[ma[i].end]);
+				index_of_markup[i] = k++;
+				if (!ma[i].point)
+				{
+					while (nopen > 0 && open[nopen - 1] != ma[i].parent)
+						nopen--;
+					open[nopen++] = i;
+				}
+				i++;
+			}
+			else
+			{
+				Anchor	   *an = &u->anchors[k];
+				int			parent = -1;
+
+				an->start = an->end = spans[j].start - shift[j];
+				an->point = true;
+				an->insert = s + spans[j].start;
+				an->insert_len = spans[j].end - spans[j].start;
+				an->markup = -1;
+				an->ws_before = spans[j].start == 0 || is_space(s[spans[j].start - 1]);
+				an->ws_after = spans[j].end == len || is_space(s[spans[j].end]);
+				/* the innermost markup element around it: the open ones are a stack */
+				while (nopen > 0 && !(ma[open[nopen - 1]].start <= spans[j].start &&
+									  spans[j].end <= ma[open[nopen - 1]].end))
+					nopen--;
+				if (nopen > 0)
+					parent = index_of_markup[open[nopen - 1]];
+				an->parent = parent;
+				k++;
+				j++;
+			}
+		}
+	}
+	u->nanchors = k;
+}
+
+/* -------------------------------------------------------- words */
+
+/* A word of a text: a run without whitespace; its core without punctuation at either end. */
+typedef struct Word
+{
+	size_t		start,
+				end;
+	size_t		cs,
+				ce;
+} Word;
+
+static bool
+is_punct_at(const char *s, size_t len, size_t i, size_t *next)
+{
+	int32_t		k = (int32_t) i;
+	UChar32		c;
+
+	U8_NEXT((const uint8_t *) s, k, (int32_t) len, c);
+	*next = (size_t) k;
+	return c >= 0 && u_ispunct(c);
+}
+
+/* The last character of s[start..end) is punctuation? *prev: where it starts. */
+static bool
+is_punct_before(const char *s, size_t start, size_t end, size_t *prev)
+{
+	int32_t		k = (int32_t) (end - start);
+	UChar32		c;
+
+	U8_PREV((const uint8_t *) s + start, 0, k, c);
+	*prev = start + (size_t) k;
+	return c >= 0 && u_ispunct(c);
+}
+
+static int
+text_words(const char *s, size_t len, Word **words)
+{
+	int			n = 0,
+				cap = 16;
+	Word	   *w = palloc(sizeof(Word) * cap);
+	size_t		i = 0;
+
+	while (i < len)
+	{
+		size_t		st,
+					cs,
+					ce,
+					nx;
+
+		while (i < len && is_space(s[i]))
+			i++;
+		if (i >= len)
+			break;
+		st = i;
+		while (i < len && !is_space(s[i]))
+			i++;
+		if (n == cap)
+		{
+			cap *= 2;
+			w = repalloc_huge(w, sizeof(Word) * cap);
+		}
+		cs = st;
+		ce = i;
+		while (cs < ce && is_punct_at(s, ce, cs, &nx))
+			cs = nx;
+		while (ce > cs && is_punct_before(s, cs, ce, &nx))
+			ce = nx;
+		if (cs == ce)
+		{
+			cs = st;			/* punctuation only: all of it */
+			ce = i;
+		}
+		w[n].start = st;
+		w[n].end = i;
+		w[n].cs = cs;
+		w[n].ce = ce;
+		n++;
+	}
+	*words = w;
+	return n;
+}
+
+/* The first word that starts at or after offset o (n if none). */
+static int
+word_at(const Word *w, int n, size_t o)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (w[mid].start < o)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The first word that ends after offset o (n if none). */
+static int
+word_ending_after(const Word *w, int n, size_t o)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (w[mid].end <= o)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* -------------------------------------------------------- alignment */
+
+static bool
+starts_word(const char *p, Size len)
+{
+	return len >= 3 && (unsigned char) p[0] == 0xE2 && (unsigned char) p[1] == 0x96 && (unsigned char) p[2] == 0x81;
+}
+
+/*
+ * Word of each piece: a piece that starts with U+2581 starts a word;
+ * ids skipped (-1) where skip says.  Then mapped onto nwords words of the
+ * text (the same count but for normalization's odd cases: proportionally).
+ */
+static void
+piece_words(Tokenizer *tok, const int *ids, int n, const bool *skip, int nwords, int *word)
+{
+	int			w = -1;
+
+	for (int i = 0; i < n; i++)
+	{
+		Size		len;
+		const char *p;
+
+		if (skip[i])
+		{
+			word[i] = -1;
+			continue;
+		}
+		p = PieceOf(tok, ids[i], &len);
+		if (w < 0 || starts_word(p, len))
+			w++;
+		word[i] = w;
+	}
+	if (w + 1 != nwords)
+		for (int i = 0; i < n; i++)
+			if (word[i] >= 0)
+				word[i] = nwords == 0 ? -1 : (int) (((long long) word[i] * nwords) / (w + 1));
+}
+
+/*
+ * Align one sentence: in is what was decoded, raw its generated ids; nsw
+ * and ntw the words of its source text and of its translation.  One
+ * teacher-forced pass gives the encoder-decoder attention of the layer
+ * align() uses (the penultimate of 6 or more, else the last).
+ */
+static void
+align_sentence(CachedModel *cm, const char *model, text *in, const CallOptions *o, const int *raw, int nraw,
+			   int nsw, int ntw, int *best_src, int *best_tgt)
+{
+	const TfConfig *c = &cm->model.cfg;
+	Tokenizer  *stok = GetTokenizer(cm->source_tokenizer);
+	Tokenizer  *ttok = GetTokenizer(cm->target_tokenizer);
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "alignment", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	int			n;
+	int		   *src = SourceIds(cm, model, in, o, &n);
+	int			T = Min(nraw, c->max_pos);
+	int			layer = c->dec_layers >= 6 ? c->dec_layers - 2 : c->dec_layers - 1;
+	int		   *dec_in;
+	float	   *enc_w,
+			   *dec_w,
+			   *cross_w,
+			   *avg,
+			   *scratch;
+	bool	   *skip;
+	int		   *sword,
+			   *tword;
+	SpmAlloc	a = DecodeWorkspace(cxt);
+
+	for (int i = 0; i < ntw; i++)
+		best_src[i] = -1;
+	for (int i = 0; i < nsw; i++)
+		best_tgt[i] = -1;
+	if (T == 0 || nsw == 0 || ntw == 0)
+	{
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		return;
+	}
+	CheckBufferSize((size_t) c->dec_layers * c->dec_heads * (size_t) T * (size_t) Max(n, T) * sizeof(float));
+	CheckBufferSize((size_t) ntw * (size_t) nsw * sizeof(float));
+	dec_in = palloc(sizeof(int) * T);
+	dec_in[0] = c->decoder_start_id;
+	for (int t = 1; t < T; t++)
+		dec_in[t] = raw[t - 1];
+	enc_w = palloc_extended(sizeof(float) * (Size) c->enc_layers * c->enc_heads * n * n + 1, MCXT_ALLOC_HUGE);
+	dec_w = palloc_extended(sizeof(float) * (Size) c->dec_layers * c->dec_heads * T * T + 1, MCXT_ALLOC_HUGE);
+	cross_w = palloc_extended(sizeof(float) * (Size) c->dec_layers * c->dec_heads * T * n + 1, MCXT_ALLOC_HUGE);
+	tf_attention_maps(&cm->model, n, src, T, dec_in, enc_w, dec_w, cross_w, &a);
+	ReleaseWorkspace(&a);
+
+	/* the layer's heads averaged */
+	avg = palloc0(sizeof(float) * (Size) T * n);
+	for (int h = 0; h < c->dec_heads; h++)
+	{
+		const float *w = cross_w + ((size_t) layer * c->dec_heads + h) * (size_t) T * n;
+
+		for (size_t i = 0; i < (size_t) T * n; i++)
+			avg[i] += w[i] / c->dec_heads;
+	}
+
+	skip = palloc(sizeof(bool) * (Max(n, T) + 1));
+	sword = palloc(sizeof(int) * (n + 1));
+	tword = palloc(sizeof(int) * (T + 1));
+	for (int i = 0; i < n; i++)
+		skip[i] = src[i] == c->eos_id || IsLanguageToken(cm, src[i]);
+	piece_words(stok, src, n, skip, nsw, sword);
+	for (int t = 0; t < T; t++)
+		skip[t] = raw[t] == c->eos_id || IsLanguageToken(cm, raw[t]) ||
+			(cm->lang_forced_bos && raw[t] >= 0 && raw[t] <= 3);
+	piece_words(ttok, raw, T, skip, ntw, tword);
+	scratch = palloc_extended(sizeof(float) * (Size) ntw * nsw + 1, MCXT_ALLOC_HUGE);
+	tf_align_words(avg, T, n, tword, ntw, sword, nsw, scratch, best_src, best_tgt);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/* -------------------------------------------------------- assembling */
+
+/* A point put into a unit's translation: a span's bytes, or a markup point's place. */
+typedef struct Item
+{
+	size_t		pos;			/* in the translation */
+	int			anchor;
+	size_t		start,			/* in the result: the span's bytes, or the point */
+				end;
+} Item;
+
+static int
+cmp_item(const void *a, const void *b)
+{
+	const Item *x = a,
+			   *y = b;
+
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	return x->anchor - y->anchor;
+}
+
+/* Is the character that ends s[0..len) (or starts s[i..len)) one that a space would not follow (or precede)? */
+static bool
+opens(const char *s, size_t len)
+{
+	int32_t		k = (int32_t) len;
+	UChar32		c;
+
+	U8_PREV((const uint8_t *) s, 0, k, c);
+	if (c < 0)
+		return true;
+	return u_isspace(c) || u_charType(c) == U_START_PUNCTUATION || u_charType(c) == U_INITIAL_PUNCTUATION;
+}
+
+static bool
+wants_space_before(const char *s, size_t len, size_t i)
+{
+	int32_t		k = (int32_t) i;
+	UChar32		c;
+
+	if (i >= len)
+		return false;
+	U8_NEXT((const uint8_t *) s, k, (int32_t) len, c);
+	return c >= 0 && (u_isalnum(c) || u_charType(c) == U_START_PUNCTUATION ||
+					  u_charType(c) == U_INITIAL_PUNCTUATION);
+}
+
+/* Bytes the items put in before offset o of the translation (total: all of them). */
+static size_t
+added_before(const Item *items, const size_t *added, int n, size_t o, size_t total)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (items[mid].pos < o)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n ? added[lo] : total;
+}
+
+/*
+ * The unit's translation t[0..tlen) with its anchors placed: spans put
+ * back, markup anchors given their ranges (u->placed).  al_src, al_tgt:
+ * the word alignment over the whole unit.
+ */
+static void
+place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const Word *tw, int ntw,
+		   const int *al_src, const int *al_tgt)
+{
+	TfPlaceIn  *in = palloc(sizeof(TfPlaceIn) * (u->nanchors + 1));
+	TfPlaceOut *po = palloc(sizeof(TfPlaceOut) * (u->nanchors + 1));
+	Item	   *items = palloc(sizeof(Item) * (u->nanchors + 1));
+	size_t	   *added;			/* bytes added before items[i] (running) */
+	int			nitems = 0;
+	StringInfoData buf;
+	size_t		pos = 0;
+	size_t	   *rs,
+			   *re;
+
+	for (int i = 0; i < u->nanchors; i++)
+	{
+		Anchor	   *an = &u->anchors[i];
+
+		in[i].parent = an->parent;
+		in[i].point = an->point;
+		if (an->point)
+			in[i].s0 = in[i].s1 = word_at(sw, nsw, an->start);
+		else
+		{
+			in[i].s0 = word_ending_after(sw, nsw, an->start);
+			in[i].s1 = word_at(sw, nsw, an->end);
+			if (in[i].s1 < in[i].s0)
+				in[i].s1 = in[i].s0;
+		}
+	}
+	tf_place_anchors(ntw, al_src, nsw, al_tgt, u->nanchors, in, po);
+
+	/* the points, in order of place */
+	for (int i = 0; i < u->nanchors; i++)
+	{
+		Anchor	   *an = &u->anchors[i];
+		int			k = po[i].t0;
+
+		if (!an->point)
+			continue;
+		if (ntw == 0)
+			items[nitems].pos = Min(an->start, tlen);
+		else if (k == 0)
+			items[nitems].pos = tw[0].start;
+		else
+		{
+			/* after the word's punctuation if it was after the source word's ("Wiese.<br>") */
+			int			sp = in[i].s0 - 1;
+
+			items[nitems].pos = sp >= 0 && sp < nsw && sw[sp].ce < sw[sp].end && an->start >= sw[sp].end ?
+				tw[k - 1].end : tw[k - 1].ce;
+		}
+		items[nitems].anchor = i;
+		nitems++;
+	}
+	qsort(items, nitems, sizeof(Item), cmp_item);
+
+	/* the text with the spans in, a space where the source had one */
+	added = palloc(sizeof(size_t) * (nitems + 1));
+	initStringInfo(&buf);
+	for (int k = 0; k < nitems; k++)
+	{
+		Anchor	   *an = &u->anchors[items[k].anchor];
+
+		appendBinaryStringInfo(&buf, t + pos, items[k].pos - pos);
+		pos = items[k].pos;
+		added[k] = buf.len - pos;
+		if (an->ws_before && buf.len > 0 && !opens(buf.data, buf.len))
+			appendStringInfoChar(&buf, ' ');
+		items[k].start = buf.len;
+		if (an->insert)
+			appendBinaryStringInfo(&buf, an->insert, an->insert_len);
+		items[k].end = buf.len;
+		if (an->ws_after && wants_space_before(t, tlen, pos))
+			appendStringInfoChar(&buf, ' ');
+	}
+	appendBinaryStringInfo(&buf, t + pos, tlen - pos);
+
+	/* the markup ranges, moved by what went in before them */
+	u->placed = palloc0(sizeof(TfPlaced) * (u->nmarkup + 1));
+	rs = palloc(sizeof(size_t) * (u->nanchors + 1));
+	re = palloc(sizeof(size_t) * (u->nanchors + 1));
+	for (int i = 0; i < u->nanchors; i++)
+	{
+		Anchor	   *an = &u->anchors[i];
+		size_t		os,
+					oe;
+
+		if (an->point)
+			continue;
+		os = po[i].t1 > po[i].t0 ? tw[po[i].t0].cs :
+			ntw == 0 ? Min(an->start, tlen) : po[i].t0 == 0 ? tw[0].cs : tw[po[i].t0 - 1].ce;
+		oe = po[i].t1 > po[i].t0 ? tw[po[i].t1 - 1].ce : os;
+		rs[i] = os + added_before(items, added, nitems, os, buf.len - tlen);
+		re[i] = oe + added_before(items, added, nitems, oe, buf.len - tlen);
+		if (re[i] < rs[i])
+			re[i] = rs[i];
+	}
+	/* ... and around the points inside them */
+	for (int k = 0; k < nitems; k++)
+	{
+		Anchor	   *an = &u->anchors[items[k].anchor];
+
+		if (an->markup >= 0)
+			u->placed[an->markup].start = u->placed[an->markup].end = items[k].start;
+		for (int p = an->parent; p >= 0; p = u->anchors[p].parent)
+		{
+			rs[p] = Min(rs[p], items[k].start);
+			re[p] = Max(re[p], items[k].end);
+		}
+	}
+	for (int i = 0; i < u->nanchors; i++)
+		if (!u->anchors[i].point && u->anchors[i].markup >= 0)
+		{
+			u->placed[u->anchors[i].markup].start = rs[i];
+			u->placed[u->anchors[i].markup].end = re[i];
+		}
+	u->out = buf.data;
+	u->outlen = buf.len;
+}
+
+/* -------------------------------------------------------- documents */
+
+/*
+ * Translate n documents together (format, spans to keep and splitting as
+ * the call's options say): every sentence of every unit of every document
+ * decodes in one batch.  NULL stays NULL; a plain text that is blank
+ * comes back as it is.
+ */
+void
+TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const CallOptions *o, text **out)
+{
+	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
+	int			limit = SegmentLimit(cm);
+	DocOptions	dopt;
+	Units		us = {0};
+	Jobs		jobs = {0};
+	TfMarkupDoc **mdocs = palloc0(sizeof(TfMarkupDoc *) * (n + 1));
+	int		   *first_unit = palloc0(sizeof(int) * (n + 1));
+	bool	   *skip = palloc0(sizeof(bool) * (n + 1));
+	char	  **lang = palloc0(sizeof(char *) * (n + 1));
+	int		   *job_unit;
+	TfCaseStyle *style;
+	text	  **in;
+	text	  **done;
+	int		  **raw = NULL;
+	int		   *nraw = NULL;
+	bool		any_anchors = false;
+	const char *tgt_locale = o && o->given[OPT_TARGET_LANG] ? TextDatumGetCString(o->value[OPT_TARGET_LANG]) :
+		cm->target_lang;
+	VocabArg	va;
+	SpmAlloc	pa = PgAllocator(CurrentMemoryContext);
+	char		err[512];
+
+	GetDocOptions(o, &dopt);
+	/* every cache entry first: loading one may run a user's code */
+	(void) GetTokenizer(cm->target_tokenizer);
+	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
+
+	for (int d = 0; d < n; d++)
+	{
+		Size		len;
+		char	   *u;
+		bool		blank = true;
+
+		out[d] = NULL;
+		first_unit[d] = us.n;
+		if (docs[d] == NULL)
+		{
+			skip[d] = true;
+			continue;
+		}
+		u = ToUtf8(docs[d], &len);
+		for (Size i = 0; i < len && blank; i++)
+			blank = is_space(u[i]);
+		if (blank)
+		{
+			out[d] = docs[d];	/* empty or whitespace only: as it is */
+			skip[d] = true;
+			continue;
+		}
+		if (dopt.format == FORMAT_TEXT)
+		{
+			/* a Marian document that starts with >>fra<<: every sentence goes into that language */
+			int			plen = TextLanguagePrefix(cm, u, (int) Min(len, 64));
+
+			if (plen > 0)
+			{
+				/* the token and the whitespace after it, as the tokenizer would drop them */
+				lang[d] = pnstrdup(u, plen);
+				while ((Size) plen < len && is_space(u[plen]))
+					plen++;
+				u += plen;
+				len -= plen;
+			}
+			build_unit(new_unit(&us, d), u, len, NULL, 0, dopt.keep);
+		}
+		else
+		{
+			const TfMarkupBlock *blocks;
+			int			nblocks;
+
+			if (tf_markup_parse(u, len, dopt.format == FORMAT_HTML ? TF_MARKUP_HTML : TF_MARKUP_XML,
+								&pa, &mdocs[d], err, sizeof(err)) < 0)
+				ereport(ERROR,
+						(errcode(dopt.format == FORMAT_XML ? ERRCODE_INVALID_XML_CONTENT : ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("could not parse the input as %s", dopt.format == FORMAT_XML ? "XML" : "HTML"),
+						 errdetail("%s", err)));
+			tf_markup_blocks(mdocs[d], &blocks, &nblocks);
+			for (int b = 0; b < nblocks; b++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				build_unit(new_unit(&us, d), blocks[b].text, blocks[b].len, blocks[b].anchors,
+						   blocks[b].nanchors, dopt.keep);
+			}
+		}
+		for (int i = first_unit[d]; i < us.n; i++)
+			any_anchors |= us.u[i].nanchors > 0;
+	}
+	first_unit[n] = us.n;
+
+	/* sentences (in ALL CAPS or Title Case lowered); each remembers its unit */
+	va.tok = tok;
+	va.scratch = AllocSetContextCreate(CurrentMemoryContext, "casing", ALLOCSET_DEFAULT_SIZES);
+	jobs.casing = &va;
+	jobs.locale = cm->source_lang;
+	job_unit = palloc(sizeof(int) * 16);
+	for (int i = 0; i < us.n; i++)
+	{
+		int			before = jobs.n;
+
+		plan_document(cm, tok, limit, dopt.split, us.u[i].text, us.u[i].len, &us.u[i].plan, &jobs);
+		job_unit = repalloc_huge(job_unit, sizeof(int) * (jobs.n + 1));
+		for (int j = before; j < jobs.n; j++)
+			job_unit[j] = i;
+	}
+
+	style = jobs.style;
+
+	/* all sentences of all documents decode together */
+	in = palloc(sizeof(text *) * (jobs.n + 1));
+	done = palloc(sizeof(text *) * (jobs.n + 1));
+	for (int j = 0; j < jobs.n; j++)
+	{
+		const char *l = lang[us.u[job_unit[j]].doc];
+
+		if (l != NULL)
+		{
+			char	   *s = psprintf("%s %.*s", l, (int) jobs.len[j], jobs.s[j]);
+
+			in[j] = FromUtf8(s, strlen(s));
+		}
+		else
+			in[j] = FromUtf8(jobs.s[j], jobs.len[j]);
+	}
+	MemoryContextDelete(jobs.scratch);
+	if (any_anchors)
+	{
+		raw = palloc0(sizeof(int *) * (jobs.n + 1));
+		nraw = palloc0(sizeof(int) * (jobs.n + 1));
+	}
+	TranslateSentenceIds(cm, model, jobs.n, in, o, done, raw, nraw);
+
+	/* each unit's translation, its anchors placed */
+	for (int i = 0; i < us.n; i++)
+	{
+		Unit	   *u = &us.u[i];
+		StringInfoData t;
+		size_t	   *tstart = palloc(sizeof(size_t) * (u->plan.nparts + 1));
+		size_t	   *tend = palloc(sizeof(size_t) * (u->plan.nparts + 1));
+
+		initStringInfo(&t);
+		for (int p = 0; p < u->plan.nparts; p++)
+		{
+			Part	   *pt = &u->plan.parts[p];
+
+			tstart[p] = t.len;
+			if (pt->job < 0)
+				appendBinaryStringInfo(&t, u->text + pt->off, pt->len);
+			else
+			{
+				Size		l;
+				char	   *s = ToUtf8(done[pt->job], &l);
+
+				if (style[pt->job] != TF_CASE_MIXED)
+				{
+					char	   *r;
+					size_t		rl;
+
+					if (tf_case_restore(style[pt->job], s, l, tgt_locale, NULL, 0, &pa, &r, &rl, NULL,
+										err, sizeof(err)) < 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_INTERNAL_ERROR),
+								 errmsg("could not change the case of the translation"),
+								 errdetail("%s", err)));
+					s = r;
+					l = rl;
+				}
+				appendBinaryStringInfo(&t, s, l);
+			}
+			tend[p] = t.len;
+		}
+		if (u->nanchors == 0)
+		{
+			u->out = t.data;
+			u->outlen = t.len;
+			u->placed = NULL;
+			continue;
+		}
+		{
+			Word	   *sw,
+					   *tw;
+			int			nsw = text_words(u->text, u->len, &sw);
+			int			ntw = text_words(t.data, t.len, &tw);
+			int		   *al_src = palloc(sizeof(int) * (ntw + 1));
+			int		   *al_tgt = palloc(sizeof(int) * (nsw + 1));
+
+			for (int k = 0; k < ntw; k++)
+				al_src[k] = -1;
+			for (int k = 0; k < nsw; k++)
+				al_tgt[k] = -1;
+			for (int p = 0; p < u->plan.nparts; p++)
+			{
+				Part	   *pt = &u->plan.parts[p];
+				size_t		so = pt->job < 0 ? pt->off : (size_t) (jobs.s[pt->job] - u->text);
+				size_t		sl = pt->job < 0 ? pt->len : jobs.len[pt->job];
+				int			sa = word_at(sw, nsw, so),
+							sb = word_at(sw, nsw, so + sl);
+				int			ta = word_at(tw, ntw, tstart[p]),
+							tb = word_at(tw, ntw, tend[p]);
+
+				CHECK_FOR_INTERRUPTS();
+				if (pt->job < 0)
+				{
+					/* bytes as they were: word for word */
+					for (int k = 0; k < tb - ta && k < sb - sa; k++)
+					{
+						al_src[ta + k] = sa + k;
+						al_tgt[sa + k] = ta + k;
+					}
+					continue;
+				}
+				align_sentence(cm, model, in[pt->job], o, raw[pt->job], nraw[pt->job], sb - sa, tb - ta,
+							   al_src + ta, al_tgt + sa);
+				for (int k = ta; k < tb; k++)
+					if (al_src[k] >= 0)
+						al_src[k] += sa;
+				for (int k = sa; k < sb; k++)
+					if (al_tgt[k] >= 0)
+						al_tgt[k] += ta;
+			}
+			place_unit(u, t.data, t.len, sw, nsw, tw, ntw, al_src, al_tgt);
+		}
+	}
+
+	for (int d = 0; d < n; d++)
+	{
+		if (skip[d])
+			continue;
+		if (dopt.format == FORMAT_TEXT)
+			out[d] = FromUtf8(us.u[first_unit[d]].out, us.u[first_unit[d]].outlen);
+		else
+		{
+			int			nb = first_unit[d + 1] - first_unit[d];
+			TfRendered *r = palloc(sizeof(TfRendered) * (nb + 1));
+			char	   *res;
+			size_t		reslen;
+
+			for (int b = 0; b < nb; b++)
+			{
+				Unit	   *u = &us.u[first_unit[d] + b];
+
+				r[b].text = u->out;
+				r[b].len = u->outlen;
+				r[b].placed = u->placed;
+			}
+			if (tf_markup_render(mdocs[d], r, &pa, &res, &reslen, err, sizeof(err)) < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("could not write the translated document"),
+						 errdetail("%s", err)));
+			out[d] = FromUtf8(res, reslen);
+		}
+	}
+}
