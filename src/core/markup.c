@@ -21,7 +21,7 @@
 
 /* a fragment is parsed inside this element (WRAP, WRAP-1, ... if the input has its end tag) */
 #define WRAP "tf-fragment"
-#define WRAP_MAX (sizeof(WRAP) + 4)
+#define WRAP_MAX (sizeof(WRAP) + 12)
 
 enum
 {
@@ -385,7 +385,8 @@ new_elem(TfMarkupDoc *d, xmlNodePtr x, MNode *par)
 	n->flags |= par->flags & F_INVERB;
 	if (html && in_list(inline_names, n->name))
 		n->flags |= F_INLINE;
-	if (html && in_list(void_names, n->name))
+	/* (libxml2 does not know every void element: wbr may get children) */
+	if (html && x->children == NULL && in_list(void_names, n->name))
 		n->flags |= F_VOID;
 	/* an inline element around a block is not inline */
 	if (html && !(n->flags & F_INLINE) && !(par->flags & F_INVERB))
@@ -465,6 +466,7 @@ convert(TfMarkupDoc *d, xmlDocPtr xd, xmlNodePtr wrap, char *err, size_t errlen)
 				new_leaf(d, par, MK_ENTREF, x->name, NULL);
 				break;
 			case XML_DTD_NODE:
+				if (d->document)	/* a fragment's (HTML) is misplaced: dropped */
 				{
 					xmlBufferPtr b = xmlBufferCreate();
 					MNode	   *n;
@@ -571,6 +573,13 @@ is_point(const MNode *n)
 	return n->kind != MK_TEXT && (n->kind != MK_ELEM || (n->flags & (F_VERB | F_VOID)));
 }
 
+/* An HTML <br>: in a block's text it is a newline after its point (else "Wiese.<br>Zwei" is one word). */
+static inline bool
+is_line_break(const TfMarkupDoc *d, const MNode *n)
+{
+	return d->format == TF_MARKUP_HTML && n->kind == MK_ELEM && strcmp(n->name, "br") == 0;
+}
+
 /*
  * The run first..last (siblings): pass 0 counts text, anchors and whether
  * there is anything to translate; pass 1 fills the block (if any) and
@@ -634,7 +643,10 @@ make_run(TfMarkupDoc *d, MNode *first, MNode *last)
 					}
 				}
 				else if (pass == 0)
+				{
 					nanch++;
+					bytes += is_line_break(d, n);
+				}
 				else
 				{
 					if (b >= 0)
@@ -649,6 +661,9 @@ make_run(TfMarkupDoc *d, MNode *first, MNode *last)
 						if (!is_point(n))
 							cur = nanch;
 						nanch++;
+						/* a line break is whitespace to the model: the text gets a newline after it */
+						if (is_line_break(d, n))
+							text[pos++] = '\n';
 					}
 					if (n->kind == MK_ELEM)
 						attr_blocks(d, n);
@@ -911,6 +926,7 @@ typedef struct Out
 				cap;
 	bool		html;
 	bool		oom;
+	bool		raw_lt;			/* the script text so far ends in '<' */
 } Out;
 
 static void
@@ -993,6 +1009,7 @@ put_escaped(Out *o, const char *s, size_t n, bool attr)
 static bool
 open_tag(Out *o, const MNode *n, bool empty)
 {
+	o->raw_lt = false;
 	puts_(o, "<");
 	puts_(o, n->name);
 	for (int i = 0; i < n->nattrs; i++)
@@ -1154,6 +1171,9 @@ emit_block(Out *o, int b)
 			if (src->anchors[j].point)
 			{
 				emit_subtree(o, nd);
+				/* the newline that stands for a <br> in the text, if it follows it still */
+				if (is_line_break(o->d, nd) && pos < (par < 0 ? len : e[par]) && t[pos] == '\n')
+					pos++;
 				j = next[j];
 				continue;
 			}
@@ -1178,24 +1198,54 @@ emit_block(Out *o, int b)
 		o->spans[2 * b + 1] = o->len;
 }
 
+/*
+ * HTML script or style text, raw, but never its own end tag: libxml2 drops
+ * control characters ("</sc\x03ript") and may split the text, so a "</"
+ * that could begin one, even across nodes, becomes "<\/".
+ */
+static void
+put_raw(Out *o, const MNode *n)
+{
+	const char *name = n->parent->kind == MK_ELEM ? n->parent->name : "script";
+	size_t		k = strlen(name),
+				done = 0;
+
+	for (size_t i = 0; i < n->len; i++)
+		if (n->text[i] == '/' && (i ? n->text[i - 1] == '<' : o->raw_lt) &&
+			(i + 1 + k > n->len ? (n->next != NULL && n->next->kind == MK_TEXT) :
+			 strncasecmp(n->text + i + 1, name, k) == 0))
+		{
+			put(o, n->text + done, i - done);
+			puts_(o, "\\");
+			done = i;
+		}
+	put(o, n->text + done, n->len - done);
+	o->raw_lt = n->len && n->text[n->len - 1] == '<';
+}
+
 static void
 emit_leaf(Out *o, const MNode *n)
 {
+	if (n->kind != MK_TEXT && n->kind != MK_CDATA)
+		o->raw_lt = false;
 	switch (n->kind)
 	{
 		case MK_TEXT:
 			if (o->html && n->parent->kind == MK_ELEM &&
 				(strcmp(n->parent->name, "script") == 0 || strcmp(n->parent->name, "style") == 0))
-				put(o, n->text, n->len);
+				put_raw(o, n);
 			else
 				put_escaped(o, n->text, n->len, false);
 			break;
 		case MK_CDATA:
-			if (!o->html)
+			if (o->html)
+				put_raw(o, n);
+			else
+			{
 				puts_(o, "<![CDATA[");
-			put(o, n->text, n->len);
-			if (!o->html)
+				put(o, n->text, n->len);
 				puts_(o, "]]>");
+			}
 			break;
 		case MK_COMMENT:
 			puts_(o, "<!--");

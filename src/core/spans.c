@@ -1,8 +1,8 @@
 /*
  * spans.c
- *		The spans of a text a translation keeps verbatim (spans.h): one
- *		left-to-right pass of small hand-written scanners, ICU only for
- *		character classes.  No postgres.h.
+ *		The spans of a text a translation keeps verbatim (spans.h): small
+ *		hand-written scanners in a left-to-right pass (made twice: to count,
+ *		then to fill), ICU only for character classes.  No postgres.h.
  *
  * Linear time: at each position the scanners either find a span, and the
  * pass jumps past it, or give up after a bounded read, or after a read no
@@ -87,7 +87,12 @@ cp_before(const Scan *sc, size_t i, size_t *start)
 static inline bool
 in(const char *set, int c)
 {
-	return c > 0 && c < 0x80 && strchr(set, c) != NULL;
+	if (c <= 0 || c >= 0x80)
+		return false;
+	for (; *set; set++)			/* not strchr: inlined, the sets are short */
+		if (*set == c)
+			return true;
+	return false;
 }
 
 #define is_digit(c) ((c) >= '0' && (c) <= '9')
@@ -107,6 +112,13 @@ is_word(UChar32 c)
 	if (c < 0x80)
 		return is_digit(c) || is_ascii_alpha(c) || c == '_';
 	return u_isalnum(c) || (U_GET_GC_MASK(c) & U_GC_M_MASK) != 0;
+}
+
+/* a character of a host name's label */
+static inline bool
+is_label(UChar32 c)
+{
+	return (is_word(c) && c != '_') || c == '-';
 }
 
 /* a character of an e-mail's local part */
@@ -153,7 +165,7 @@ scan_code(Scan *sc, size_t i, UChar32 prev, size_t *skip)
 	return 0;
 }
 
-/* {name}, {{ name }}, {{{name}}} at i */
+/* {name}, {{ name }}, {{{name}}} at i (and after a $: ${var}) */
 static size_t
 scan_brace(const Scan *sc, size_t i)
 {
@@ -189,20 +201,6 @@ scan_brace(const Scan *sc, size_t i)
 		if (at(sc, j + e) != '}')
 			return 0;
 	return blank ? 0 : j + k;
-}
-
-/* ${var} at i ('$') */
-static size_t
-scan_dollar_brace(const Scan *sc, size_t i)
-{
-	size_t		j = i + 2,
-				lim = sc->len - j < MAX_FIELD ? sc->len : j + MAX_FIELD;
-
-	if (at(sc, i + 1) != '{')
-		return 0;
-	while (j < lim && at(sc, j) > ' ' && at(sc, j) != '{' && at(sc, j) != '}')
-		j++;
-	return j > i + 2 && at(sc, j) == '}' ? j + 1 : 0;
 }
 
 /* $1..$99 at i ('$'), after no word */
@@ -313,16 +311,16 @@ scan_email(const Scan *sc, size_t i, size_t *start)
 	{
 		label = j;
 		tld = true;
-		while ((is_word(c = cp_at(sc, j, &nx)) && c != '_') || c == '-')
+		while (is_label(c = cp_at(sc, j, &nx)))
 		{
 			tld &= is_alpha(c);
 			j = nx;
 		}
 		if (j == label)
-			break;
+			return 0;			/* nothing after the @ */
 		labels++;
 		end = j;
-		if (at(sc, j) != '.' || !is_word(cp_at(sc, j + 1, &nx)))
+		if (at(sc, j) != '.' || !is_label(cp_at(sc, j + 1, &nx)))
 			break;
 	}
 	/* the last label: two letters at least */
@@ -358,9 +356,9 @@ scan_url(const Scan *sc, size_t i)
 	if (plen == 4)
 	{
 		/* www.: a host name with one more dot */
-		while ((is_word(c = cp_at(sc, j, &nx)) && c != '_') || c == '-')
+		while (is_label(c = cp_at(sc, j, &nx)))
 			j = nx;
-		if (j == i + plen || at(sc, j) != '.' || !is_word(cp_at(sc, j + 1, &nx)))
+		if (j == i + plen || at(sc, j) != '.' || !is_label(cp_at(sc, j + 1, &nx)))
 			return 0;
 	}
 	for (j = i + plen; j < sc->len; j = nx)
@@ -403,8 +401,6 @@ word_in(const Scan *sc, size_t j, size_t end, const char *list)
 	{
 		int			b = at(sc, j);
 
-		if (n == sizeof(w) - 1)
-			return false;
 		if (b == 0xC3 && at(sc, j + 1) == 0x84)
 		{
 			w[n++] = (char) 0xC3;
@@ -445,10 +441,14 @@ is_ordinal(const Scan *sc, size_t numstart, size_t j)
 				st;
 	UChar32		c;
 
-	if (!is_hspace(cp_at(sc, j, &nx)))
+	c = cp_at(sc, j, &nx);
+	if (!is_hspace(c))
 		return false;
-	while (is_hspace(c = cp_at(sc, j, &nx)))
+	while (is_hspace(c))
+	{
 		j = nx;
+		c = cp_at(sc, j, &nx);
+	}
 	if (!is_alpha(c))
 		return false;
 	if (!is_upper(c))
@@ -595,7 +595,7 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 				kind = c == '@' ? TF_SPAN_MENTION : TF_SPAN_HASHTAG;
 				break;
 			case '$':
-				if ((e = scan_dollar_brace(&sc, i)) != 0)
+				if (at(&sc, i + 1) == '{' && (e = scan_brace(&sc, i + 1)) != 0)
 					kind = TF_SPAN_PLACEHOLDER;
 				else if ((e = scan_dollar_param(&sc, i, prev)) != 0)
 					kind = TF_SPAN_FORMAT;

@@ -45,7 +45,8 @@ enum
 	TF_SPAN_NUMBER = 1 << 2,
 
 	/* {name} {0} {} {0:.2f} {name!r}; {{ name }} {{{name}}} (no braces or
-	 * line ends inside, at most 64 bytes); ${var}; %(name)s */
+	 * line ends inside, at most 64 bytes); the same after a $ (${var},
+	 * ${var:-x}, ${{ x }}); %(name)s */
 	TF_SPAN_PLACEHOLDER = 1 << 3,
 
 	/*

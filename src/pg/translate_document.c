@@ -1077,7 +1077,8 @@ place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const W
 	StringInfoData buf;
 	size_t		pos = 0;
 	size_t	   *rs,
-			   *re;
+			   *re,
+			   *empty_at;
 
 	for (int i = 0; i < u->nanchors; i++)
 	{
@@ -1147,6 +1148,7 @@ place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const W
 	u->placed = palloc0(sizeof(TfPlaced) * (u->nmarkup + 1));
 	rs = palloc(sizeof(size_t) * (u->nanchors + 1));
 	re = palloc(sizeof(size_t) * (u->nanchors + 1));
+	empty_at = palloc(sizeof(size_t) * (u->nanchors + 1));
 	for (int i = 0; i < u->nanchors; i++)
 	{
 		Anchor	   *an = &u->anchors[i];
@@ -1162,6 +1164,13 @@ place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const W
 		re[i] = oe + added_before(items, added, nitems, oe, buf.len - tlen);
 		if (re[i] < rs[i])
 			re[i] = rs[i];
+		if (po[i].t1 == po[i].t0)
+		{
+			/* no words: around its points only, if it has any (below) */
+			empty_at[i] = rs[i];
+			rs[i] = SIZE_MAX;
+			re[i] = 0;
+		}
 	}
 	/* ... and around the points inside them */
 	for (int k = 0; k < nitems; k++)
@@ -1176,6 +1185,9 @@ place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const W
 			re[p] = Max(re[p], items[k].end);
 		}
 	}
+	for (int i = 0; i < u->nanchors; i++)
+		if (!u->anchors[i].point && rs[i] == SIZE_MAX)
+			rs[i] = re[i] = empty_at[i];
 	for (int i = 0; i < u->nanchors; i++)
 		if (!u->anchors[i].point && u->anchors[i].markup >= 0)
 		{
@@ -1269,10 +1281,19 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 
 			if (tf_markup_parse(u, len, dopt.format == FORMAT_HTML ? TF_MARKUP_HTML : TF_MARKUP_XML,
 								&pa, &mdocs[d], err, sizeof(err)) < 0)
+			{
+				/* HTML fails only past the nesting bound (or out of memory); XML on any error */
+				bool		deep = strstr(err, "nesting too deep") != NULL;
+
 				ereport(ERROR,
-						(errcode(dopt.format == FORMAT_XML ? ERRCODE_INVALID_XML_CONTENT : ERRCODE_INVALID_PARAMETER_VALUE),
+						(errcode(deep ? ERRCODE_PROGRAM_LIMIT_EXCEEDED :
+								 dopt.format == FORMAT_HTML ? ERRCODE_OUT_OF_MEMORY :
+								 tf_markup_is_document(u, len, TF_MARKUP_XML) ? ERRCODE_INVALID_XML_DOCUMENT :
+								 ERRCODE_INVALID_XML_CONTENT),
 						 errmsg("could not parse the input as %s", dopt.format == FORMAT_XML ? "XML" : "HTML"),
-						 errdetail("%s", err)));
+						 errdetail("libxml2 reports: %s.", err),
+						 deep ? errhint("Elements may nest %d deep.", TF_MARKUP_MAX_DEPTH) : 0));
+			}
 			tf_markup_blocks(mdocs[d], &blocks, &nblocks);
 			for (int b = 0; b < nblocks; b++)
 			{
