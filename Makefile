@@ -125,9 +125,26 @@ TORCH_OBJS = $(patsubst src/core/%.c,test/unit/obj/%.o,$(TORCH_SRC))
 test/unit/test_torch: test/unit/test_torch.c $(TORCH_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_torch.c $(TORCH_OBJS)
 
-unittest: test/unit/test_core test/unit/test_torch
+# Text as people write it: markup (libxml2), verbatim spans, casing (ICU), anchor placement
+XML2_CFLAGS = $(shell xml2-config --cflags)
+XML2_LIBS = $(shell xml2-config --libs)
+test/unit/test_markup: test/unit/test_markup.c src/core/markup.c src/core/markup.h src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) $(XML2_CFLAGS) -o $@ test/unit/test_markup.c src/core/markup.c $(XML2_LIBS)
+test/unit/test_spans: test/unit/test_spans.c src/core/spans.c src/core/spans.h src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_spans.c src/core/spans.c -licuuc
+test/unit/test_casing: test/unit/test_casing.c src/core/casing.c src/core/casing.h src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_casing.c src/core/casing.c -licuuc
+test/unit/test_placement: test/unit/test_placement.c src/core/placement.c src/core/placement.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_placement.c src/core/placement.c
+TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing test/unit/test_placement
+
+unittest: test/unit/test_core test/unit/test_torch $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt
 	test/unit/test_torch test/fixtures/torch
+	for t in $(TEXT_UNITS); do \
+	  $$t > $$t.log 2>&1 || { grep -v '^ok' $$t.log; exit 1; }; \
+	  echo "$$t: $$(grep -c '^ok' $$t.log) passed"; \
+	done
 
 # The text passes (segmentation, 13a, SentencePiece) on pathological shapes of
 # 1 to 16 MB: time per byte, growth with size, longest wait for the interrupt hook
@@ -265,6 +282,7 @@ bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c sr
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
+EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans
 
 .PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
@@ -360,14 +378,48 @@ test/unit/test_torch_san: test/unit/test_torch.c $(TORCH_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_torch.c $(TORCH_SRC)
 
 FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
-FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
-sanitize: test/unit/test_core_san test/unit/test_torch_san $(FUZZERS)
+FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_markup test/fuzz/fuzz_spans
+
+test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
+		src/core/markup.c src/core/spans.c src/core/casing.c src/core/placement.c src/core/*.h
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core $(XML2_CFLAGS) -o test/unit/test_markup_san test/unit/test_markup.c src/core/markup.c $(XML2_LIBS)
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_spans_san test/unit/test_spans.c src/core/spans.c -licuuc
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_casing_san test/unit/test_casing.c src/core/casing.c -licuuc
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_placement_san test/unit/test_placement.c src/core/placement.c
+	touch $@
+
+test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h src/core/markup.c src/core/markup.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
+	  -o $@ test/fuzz/fuzz_markup.c src/core/markup.c $(XML2_LIBS)
+
+test/fuzz/fuzz_spans: test/fuzz/fuzz_spans.c test/fuzz/fuzz_arena.h src/core/spans.c src/core/spans.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
+	  -o $@ test/fuzz/fuzz_spans.c src/core/spans.c -licuuc
+
+fuzz-markup: test/fuzz/fuzz_markup
+	mkdir -p test/fuzz/corpus-markup
+	test/fuzz/fuzz_markup -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-markup test/fuzz/seeds_markup
+
+fuzz-spans: test/fuzz/fuzz_spans
+	mkdir -p test/fuzz/corpus-spans
+	test/fuzz/fuzz_spans -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-spans
+
+.PHONY: fuzz-markup fuzz-spans
+
+sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_san $(FUZZERS)
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \
 	  { tail -20 test/unit/test_core_san.log; exit 1; }
 	tail -1 test/unit/test_core_san.log
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_torch_san test/fixtures/torch > test/unit/test_torch_san.log 2>&1 || \
 	  { tail -20 test/unit/test_torch_san.log; exit 1; }
 	tail -1 test/unit/test_torch_san.log
+	for t in markup spans casing placement; do \
+	  ASAN_OPTIONS=detect_leaks=1 test/unit/test_$${t}_san > test/unit/test_$${t}_san.log 2>&1 || \
+	    { tail -20 test/unit/test_$${t}_san.log; exit 1; }; \
+	  tail -1 test/unit/test_$${t}_san.log; \
+	done
 	test/fuzz/sanitize.sh $(SANITIZE_SECONDS)
 
 .PHONY: sanitize

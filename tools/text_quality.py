@@ -61,8 +61,14 @@ p = cases["paragraph"]
 full = tr(p["punctuated"])
 cut = tr(p["unpunctuated"])
 print()
-print("20 sentences without final periods: %d words, %d for the punctuated paragraph: %.0f%% kept"
-      % (words(cut), words(full), 100.0 * min(words(cut), words(full)) / words(full)))
+cur.execute("SELECT chrf(%s, %s), bleu(%s, %s)", (cut, full, cut, full))
+chrf, bleu = cur.fetchone()
+print("20 sentences without final periods: %d words, %d for the punctuated paragraph: %.0f%% kept; "
+      "against its translation chrF %.1f, BLEU %.1f" % (words(cut), words(full), 100.0 * min(words(cut), words(full)) / words(full), chrf, bleu))
+if "--compare" in sys.argv:
+    other = open(sys.argv[sys.argv.index("--compare") + 1], encoding="utf-8").read().strip()
+    cur.execute("SELECT chrf(%s, %s), bleu(%s, %s)", (other, full, other, full))
+    print("  the text in %s: %d words, chrF %.1f, BLEU %.1f" % (sys.argv[sys.argv.index("--compare") + 1], words(other), *cur.fetchone()))
 w600 = tr(cases["words600"])
 print("600 words without punctuation: %d characters, %d words out" % (len(w600), words(w600)))
 r10 = tr(cases["runon10k"])

@@ -701,6 +701,7 @@ make_run(TfMarkupDoc *d, MNode *first, MNode *last)
 	d->blocks[b].len = pos;
 	d->blocks[b].anchors = anch;
 	d->blocks[b].nanchors = nanch;
+	d->blocks[b].container = first->parent != NULL && first->parent->kind == MK_ELEM ? first->parent->name : NULL;
 	d->info[b].first = first;
 	d->info[b].last = last;
 	d->info[b].lead = lead;

@@ -62,6 +62,7 @@ typedef struct TfMarkupBlock
 	TfAnchor   *anchors;		/* start tag order: parents before children */
 	int			nanchors;
 	const char *attr;			/* an attribute's block: its name; else NULL */
+	const char *container;		/* the element the run is in ("p", "h1"); NULL at the top */
 } TfMarkupBlock;
 
 typedef struct TfPlaced

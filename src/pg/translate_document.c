@@ -540,6 +540,7 @@ typedef struct Unit
 	Anchor	   *anchors;
 	int			nanchors;
 	int			nmarkup;		/* the block's own anchors */
+	bool		label;			/* a heading, cell, list item or attribute: no period added */
 	DocPlan		plan;
 	/* the result */
 	char	   *out;
@@ -1198,6 +1199,44 @@ place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const W
 	u->outlen = buf.len;
 }
 
+/* Elements whose text is a label more often than a sentence */
+static bool
+is_label(const char *container)
+{
+	static const char *const labels[] = {
+		"h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "li", "dt", "dd", "caption", "figcaption",
+		"title", "option", "button", "label", "legend", "summary", "a", NULL
+	};
+
+	for (int i = 0; container != NULL && labels[i] != NULL; i++)
+		if (pg_strcasecmp(container, labels[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Does s[0..len) end with sentence punctuation (closing quotes and brackets aside)? */
+static bool
+ends_sentence(const char *s, size_t len)
+{
+	while (len > 0)
+	{
+		int32_t		k = (int32_t) len;
+		UChar32		c;
+
+		U8_PREV((const uint8_t *) s, 0, k, c);
+		if (c < 0)
+			return false;
+		if (u_charType(c) == U_END_PUNCTUATION || u_charType(c) == U_FINAL_PUNCTUATION || c == '"' || c == '\'')
+		{
+			len = (size_t) k;
+			continue;
+		}
+		return c == '.' || c == '!' || c == '?' || c == ':' || c == ';' || c == 0x2026 ||
+			u_hasBinaryProperty(c, UCHAR_S_TERM);
+	}
+	return false;
+}
+
 /* -------------------------------------------------------- documents */
 
 /*
@@ -1297,9 +1336,11 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			tf_markup_blocks(mdocs[d], &blocks, &nblocks);
 			for (int b = 0; b < nblocks; b++)
 			{
+				Unit	   *un = new_unit(&us, d);
+
 				CHECK_FOR_INTERRUPTS();
-				build_unit(new_unit(&us, d), blocks[b].text, blocks[b].len, blocks[b].anchors,
-						   blocks[b].nanchors, dopt.keep);
+				build_unit(un, blocks[b].text, blocks[b].len, blocks[b].anchors, blocks[b].nanchors, dopt.keep);
+				un->label = blocks[b].attr != NULL || is_label(blocks[b].container);
 			}
 		}
 		for (int i = first_unit[d]; i < us.n; i++)
@@ -1384,6 +1425,13 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 					s = r;
 					l = rl;
 				}
+				/*
+				 * A heading, cell or attribute without a final period gets
+				 * none: models trained on sentences add one.
+				 */
+				if (u->label && l > 1 && s[l - 1] == '.' && s[l - 2] != '.' &&
+					!ends_sentence(jobs.s[pt->job], jobs.len[pt->job]))
+					l--;
 				appendBinaryStringInfo(&t, s, l);
 			}
 			tend[p] = t.len;
