@@ -33,6 +33,7 @@ OBJS = \
 	src/pg/translate.o \
 	src/pg/translate_document.o \
 	src/core/placement.o \
+	src/core/rich_text.o \
 	src/core/spans.o \
 	src/core/casing.o \
 	src/core/markup.o \
@@ -282,7 +283,7 @@ bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c sr
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
-EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans
+EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
 
 .PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
@@ -378,7 +379,7 @@ test/unit/test_torch_san: test/unit/test_torch.c $(TORCH_SRC) src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o $@ test/unit/test_torch.c $(TORCH_SRC)
 
 FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
-FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_markup test/fuzz/fuzz_spans
+FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
 
 test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
 		src/core/markup.c src/core/spans.c src/core/casing.c src/core/placement.c src/core/*.h
@@ -388,13 +389,23 @@ test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/uni
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_placement_san test/unit/test_placement.c src/core/placement.c
 	touch $@
 
-test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h src/core/markup.c src/core/markup.h
+test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h src/core/markup.c src/core/markup.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
 	  -o $@ test/fuzz/fuzz_markup.c src/core/markup.c $(XML2_LIBS)
 
 test/fuzz/fuzz_spans: test/fuzz/fuzz_spans.c test/fuzz/fuzz_arena.h src/core/spans.c src/core/spans.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
 	  -o $@ test/fuzz/fuzz_spans.c src/core/spans.c -licuuc
+
+RICH_TEXT_SRC = src/core/rich_text.c src/core/placement.c src/core/spans.c src/core/markup.c
+test/fuzz/fuzz_rich_text: test/fuzz/fuzz_rich_text.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h $(RICH_TEXT_SRC) src/core/*.h
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
+	  -o $@ test/fuzz/fuzz_rich_text.c $(RICH_TEXT_SRC) $(XML2_LIBS) -licuuc
+
+fuzz-rich-text: test/fuzz/fuzz_rich_text
+	mkdir -p test/fuzz/corpus-rich-text
+	test/fuzz/fuzz_rich_text -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
+	  -timeout=10 test/fuzz/corpus-rich-text test/fuzz/seeds_rich_text test/fuzz/seeds_markup
 
 fuzz-markup: test/fuzz/fuzz_markup
 	mkdir -p test/fuzz/corpus-markup
@@ -406,7 +417,7 @@ fuzz-spans: test/fuzz/fuzz_spans
 	test/fuzz/fuzz_spans -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=4096 \
 	  -timeout=10 test/fuzz/corpus-spans
 
-.PHONY: fuzz-markup fuzz-spans
+.PHONY: fuzz-markup fuzz-spans fuzz-rich-text
 
 sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_san $(FUZZERS)
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \

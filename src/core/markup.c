@@ -83,6 +83,7 @@ struct TfMarkupDoc
 	BlockInfo  *info;
 	int			nblocks,
 				capblocks;
+	char		wrapname[WRAP_MAX];	/* a fragment's wrapper element, "" if none */
 };
 
 static const char *const inline_names[] = {
@@ -409,6 +410,18 @@ new_leaf(TfMarkupDoc *d, MNode *par, int kind, const xmlChar *name, const xmlCha
 	n->name = name ? m_strdup(d, (const char *) name, strlen((const char *) name)) : "";
 	if (text)
 		n->len = strlen((const char *) text);
+	/*
+	 * An unclosed script, style or comment runs to the end of the input:
+	 * past it, to our wrapper's end tag, which must not come out.
+	 */
+	if (d->wrapname[0] != '\0' && kind != MK_PI && n->len >= strlen(d->wrapname) + 3)
+	{
+		size_t		k = strlen(d->wrapname);
+		const char *tail = (const char *) text + n->len - k - 3;
+
+		if (tail[0] == '<' && tail[1] == '/' && strncasecmp(tail + 2, d->wrapname, k) == 0 && tail[k + 2] == '>')
+			n->len -= k + 3;
+	}
 	n->text = m_strdup(d, text ? (const char *) text : "", n->len);
 	if (kind == MK_TEXT && !all_ws(n->text, n->len))
 		par->flags |= F_CONTAINER;
@@ -819,6 +832,7 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 				break;
 			snprintf(wrapname, sizeof(wrapname), "%s-%d", WRAP, k);
 		}
+		strcpy(d->wrapname, wrapname);
 		blen = sprintf(w, "<%s>", wrapname);
 		memcpy(w + blen, s, len);
 		blen += len;
@@ -1167,8 +1181,12 @@ emit_block(Out *o, int b)
 		{
 			MNode	   *nd = in->anodes[j];
 
-			put_escaped(o, t + pos, s[j] - pos, false);
-			pos = s[j];
+			/* (a <br>'s newline may have been passed over: nothing starts before pos) */
+			if (s[j] > pos)
+			{
+				put_escaped(o, t + pos, s[j] - pos, false);
+				pos = s[j];
+			}
 			if (src->anchors[j].point)
 			{
 				emit_subtree(o, nd);
@@ -1187,8 +1205,11 @@ emit_block(Out *o, int b)
 			j = first[j];
 			continue;
 		}
-		put_escaped(o, t + pos, (par < 0 ? len : e[par]) - pos, false);
-		pos = par < 0 ? len : e[par];
+		if ((par < 0 ? len : e[par]) > pos)
+		{
+			put_escaped(o, t + pos, (par < 0 ? len : e[par]) - pos, false);
+			pos = par < 0 ? len : e[par];
+		}
 		if (par < 0)
 			break;
 		close_tag(o, in->anodes[par]);
@@ -1224,6 +1245,35 @@ put_raw(Out *o, const MNode *n)
 	o->raw_lt = n->len && n->text[n->len - 1] == '<';
 }
 
+/*
+ * The content of a comment or processing instruction, which must not end
+ * it early when read again: C0 controls but tab, LF and CR are left out
+ * (libxml2 drops them as it reads, so "--\x1e>" would become "-->"), and
+ * a space goes into each end met inside ("-- >").
+ */
+static void
+put_guarded(Out *o, const char *s, size_t n, const char *end)
+{
+	size_t		el = strlen(end);
+	char		last[4] = {0};	/* the last bytes written */
+
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+			continue;
+		if (c == (unsigned char) end[el - 1] && memcmp(last + 4 - (el - 1), end, el - 1) == 0)
+		{
+			put(o, " ", 1);
+			memset(last, 0, sizeof(last));
+		}
+		put(o, &s[i], 1);
+		memmove(last, last + 1, 3);
+		last[3] = (char) c;
+	}
+}
+
 static void
 emit_leaf(Out *o, const MNode *n)
 {
@@ -1250,7 +1300,7 @@ emit_leaf(Out *o, const MNode *n)
 			break;
 		case MK_COMMENT:
 			puts_(o, "<!--");
-			put(o, n->text, n->len);
+			put_guarded(o, n->text, n->len, "-->");
 			puts_(o, "-->");
 			break;
 		case MK_PI:
@@ -1258,7 +1308,7 @@ emit_leaf(Out *o, const MNode *n)
 			puts_(o, n->name);
 			if (n->len)
 				puts_(o, " ");
-			put(o, n->text, n->len);
+			put_guarded(o, n->text, n->len, "?>");
 			puts_(o, o->html ? ">" : "?>");
 			break;
 		case MK_ENTREF:

@@ -38,6 +38,7 @@
 #include "markup.h"
 #include "model_store.h"
 #include "placement.h"
+#include "rich_text.h"
 #include "segment.h"
 #include "spans.h"
 #include "tokenizer.h"
@@ -518,28 +519,10 @@ GetDocOptions(const CallOptions *o, DocOptions *d)
 
 /* -------------------------------------------------------- units */
 
-/* An anchor of a unit, in its text's byte offsets (the text with spans taken out). */
-typedef struct Anchor
-{
-	size_t		start,
-				end;
-	int			parent;			/* in the unit's anchors, -1: none */
-	bool		point;
-	const char *insert;			/* a span's bytes, put back at its place (NULL: a markup anchor) */
-	size_t		insert_len;
-	int			markup;			/* the markup anchor's index in its block, -1: a span */
-	bool		ws_before;		/* whitespace before it in the source */
-	bool		ws_after;		/* ... and after it */
-} Anchor;
-
 typedef struct Unit
 {
 	int			doc;
-	char	   *text;			/* UTF-8, spans taken out; sentences in ALL CAPS lowered in place */
-	size_t		len;
-	Anchor	   *anchors;
-	int			nanchors;
-	int			nmarkup;		/* the block's own anchors */
+	TfUnit		u;				/* its text: spans taken out, sentences in ALL CAPS lowered in place */
 	bool		label;			/* a heading, cell, list item or attribute: no period added */
 	DocPlan		plan;
 	/* the result */
@@ -571,310 +554,14 @@ new_unit(Units *us, int doc)
 	return u;
 }
 
-static int
-cmp_size(const void *a, const void *b)
-{
-	size_t		x = *(const size_t *) a,
-				y = *(const size_t *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Bytes of the used spans that end at or before offset o (spans sorted, non-overlapping; cum: their running sums). */
-static size_t
-removed_before(const TfSpan *spans, const size_t *cum, int n, size_t o)
-{
-	int			lo = 0,
-				hi = n;
-
-	/* the first span that ends after o */
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (spans[mid].end <= o)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return cum[lo];
-}
-
-/*
- * Fill unit u from text s[0..len) and the markup anchors over it (NULL):
- * the spans of the kinds in keep are taken out of the text, and become
- * point anchors with their bytes, children of the innermost markup anchor
- * around them; a span that crosses a markup anchor's edge, or holds one,
- * stays text.
- */
+/* A unit of text s[0..len) with markup anchors ma (spans taken out: rich_text.c). */
 static void
-build_unit(Unit *u, const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep)
+BuildUnit(Unit *u, const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep)
 {
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
-	TfSpan	   *spans = NULL;
-	int			nspans = 0;
-	bool	   *use;
-	size_t	   *shift;			/* bytes taken out before each source offset: by span */
-	int			k = 0;
-	StringInfoData buf;
-	TfSpan	   *used;
-	size_t	   *cum;
-	int			nused;
 
-	if (keep != 0 && len > 0)
-	{
-		nspans = tf_find_spans(s, len, keep, &a, &spans);
-		if (nspans < 0)
-			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	}
-	/* a span stays text if an element starts or ends inside it (crossing it, or held by it) */
-	use = palloc0(sizeof(bool) * (nspans + 1));
-	{
-		size_t	   *edges = palloc(sizeof(size_t) * (2 * nma + 1));
-
-		for (int j = 0; j < nma; j++)
-		{
-			edges[2 * j] = ma[j].start;
-			edges[2 * j + 1] = ma[j].end;
-		}
-		qsort(edges, 2 * nma, sizeof(size_t), cmp_size);
-		for (int i = 0; i < nspans; i++)
-		{
-			int			lo = 0,
-						hi = 2 * nma;
-
-			while (lo < hi)		/* the first edge after the span's start */
-			{
-				int			mid = lo + (hi - lo) / 2;
-
-				if (edges[mid] <= spans[i].start)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			use[i] = lo == 2 * nma || edges[lo] >= spans[i].end;
-		}
-	}
-	/* the text without the spans; shift[i]: bytes taken out before span i */
-	shift = palloc0(sizeof(size_t) * (nspans + 1));
-	initStringInfo(&buf);
-	{
-		size_t		pos = 0,
-					removed = 0;
-
-		for (int i = 0; i < nspans; i++)
-		{
-			if (!use[i])
-				continue;
-			appendBinaryStringInfo(&buf, s + pos, spans[i].start - pos);
-			shift[i] = removed;
-			removed += spans[i].end - spans[i].start;
-			pos = spans[i].end;
-		}
-		appendBinaryStringInfo(&buf, s + pos, len - pos);
-	}
-	u->text = buf.data;
-	u->len = buf.len;
-	{
-		int			m = 0;
-
-		used = palloc(sizeof(TfSpan) * (nspans + 1));
-		cum = palloc0(sizeof(size_t) * (nspans + 2));
-		for (int i = 0; i < nspans; i++)
-			if (use[i])
-			{
-				used[m] = spans[i];
-				cum[m + 1] = cum[m] + (spans[i].end - spans[i].start);
-				m++;
-			}
-		nused = m;
-	}
-	u->nmarkup = nma;
-	u->anchors = palloc0(sizeof(Anchor) * (nma + nspans + 1));
-
-	/*
-	 * Merge markup anchors and spans in source order (an anchor that starts
-	 * where a span does holds it); offsets into the new text.
-	 */
-	{
-		int			i = 0,
-					j = 0;
-		int		   *index_of_markup = palloc(sizeof(int) * (nma + 1));
-		int		   *open = palloc(sizeof(int) * (nma + 1));
-		int			nopen = 0;
-
-		while (i < nma || j < nspans)
-		{
-			if (j < nspans && !use[j])
-			{
-				j++;
-				continue;
-			}
-			if (i < nma && (j >= nspans || ma[i].start <= spans[j].start))
-			{
-				Anchor	   *an = &u->anchors[k];
-
-				an->start = ma[i].start - removed_before(used, cum, nused, ma[i].start);
-				an->end = ma[i].end - removed_before(used, cum, nused, ma[i].end);
-				an->point = ma[i].point;
-				an->parent = ma[i].parent >= 0 ? index_of_markup[ma[i].parent] : -1;
-				an->markup = i;
-				an->ws_before = ma[i].start > 0 && is_space(s[ma[i].start - 1]);
-				an->ws_after = ma[i].end < len && is_space(s[ma[i].end]);
-				index_of_markup[i] = k++;
-				if (!ma[i].point)
-				{
-					while (nopen > 0 && open[nopen - 1] != ma[i].parent)
-						nopen--;
-					open[nopen++] = i;
-				}
-				i++;
-			}
-			else
-			{
-				Anchor	   *an = &u->anchors[k];
-				int			parent = -1;
-
-				an->start = an->end = spans[j].start - shift[j];
-				an->point = true;
-				an->insert = s + spans[j].start;
-				an->insert_len = spans[j].end - spans[j].start;
-				an->markup = -1;
-				an->ws_before = spans[j].start == 0 || is_space(s[spans[j].start - 1]);
-				an->ws_after = spans[j].end == len || is_space(s[spans[j].end]);
-				/* the innermost markup element around it: the open ones are a stack */
-				while (nopen > 0 && !(ma[open[nopen - 1]].start <= spans[j].start &&
-									  spans[j].end <= ma[open[nopen - 1]].end))
-					nopen--;
-				if (nopen > 0)
-					parent = index_of_markup[open[nopen - 1]];
-				an->parent = parent;
-				k++;
-				j++;
-			}
-		}
-	}
-	u->nanchors = k;
-}
-
-/* -------------------------------------------------------- words */
-
-/* A word of a text: a run without whitespace; its core without punctuation at either end. */
-typedef struct Word
-{
-	size_t		start,
-				end;
-	size_t		cs,
-				ce;
-} Word;
-
-static bool
-is_punct_at(const char *s, size_t len, size_t i, size_t *next)
-{
-	int32_t		k = (int32_t) i;
-	UChar32		c;
-
-	U8_NEXT((const uint8_t *) s, k, (int32_t) len, c);
-	*next = (size_t) k;
-	return c >= 0 && u_ispunct(c);
-}
-
-/* The last character of s[start..end) is punctuation? *prev: where it starts. */
-static bool
-is_punct_before(const char *s, size_t start, size_t end, size_t *prev)
-{
-	int32_t		k = (int32_t) (end - start);
-	UChar32		c;
-
-	U8_PREV((const uint8_t *) s + start, 0, k, c);
-	*prev = start + (size_t) k;
-	return c >= 0 && u_ispunct(c);
-}
-
-static int
-text_words(const char *s, size_t len, Word **words)
-{
-	int			n = 0,
-				cap = 16;
-	Word	   *w = palloc(sizeof(Word) * cap);
-	size_t		i = 0;
-
-	while (i < len)
-	{
-		size_t		st,
-					cs,
-					ce,
-					nx;
-
-		while (i < len && is_space(s[i]))
-			i++;
-		if (i >= len)
-			break;
-		st = i;
-		while (i < len && !is_space(s[i]))
-			i++;
-		if (n == cap)
-		{
-			cap *= 2;
-			w = repalloc_huge(w, sizeof(Word) * cap);
-		}
-		cs = st;
-		ce = i;
-		while (cs < ce && is_punct_at(s, ce, cs, &nx))
-			cs = nx;
-		while (ce > cs && is_punct_before(s, cs, ce, &nx))
-			ce = nx;
-		if (cs == ce)
-		{
-			cs = st;			/* punctuation only: all of it */
-			ce = i;
-		}
-		w[n].start = st;
-		w[n].end = i;
-		w[n].cs = cs;
-		w[n].ce = ce;
-		n++;
-	}
-	*words = w;
-	return n;
-}
-
-/* The first word that starts at or after offset o (n if none). */
-static int
-word_at(const Word *w, int n, size_t o)
-{
-	int			lo = 0,
-				hi = n;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (w[mid].start < o)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* The first word that ends after offset o (n if none). */
-static int
-word_ending_after(const Word *w, int n, size_t o)
-{
-	int			lo = 0,
-				hi = n;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (w[mid].end <= o)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	if (tf_unit_build(s, len, ma, nma, keep, &a, &u->u) < 0)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 }
 
 /* -------------------------------------------------------- alignment */
@@ -994,211 +681,6 @@ align_sentence(CachedModel *cm, const char *model, text *in, const CallOptions *
 	MemoryContextDelete(cxt);
 }
 
-/* -------------------------------------------------------- assembling */
-
-/* A point put into a unit's translation: a span's bytes, or a markup point's place. */
-typedef struct Item
-{
-	size_t		pos;			/* in the translation */
-	int			anchor;
-	size_t		start,			/* in the result: the span's bytes, or the point */
-				end;
-} Item;
-
-static int
-cmp_item(const void *a, const void *b)
-{
-	const Item *x = a,
-			   *y = b;
-
-	if (x->pos != y->pos)
-		return x->pos < y->pos ? -1 : 1;
-	return x->anchor - y->anchor;
-}
-
-/* Is the character that ends s[0..len) (or starts s[i..len)) one that a space would not follow (or precede)? */
-static bool
-opens(const char *s, size_t len)
-{
-	int32_t		k = (int32_t) len;
-	UChar32		c;
-
-	U8_PREV((const uint8_t *) s, 0, k, c);
-	if (c < 0)
-		return true;
-	return u_isspace(c) || u_charType(c) == U_START_PUNCTUATION || u_charType(c) == U_INITIAL_PUNCTUATION;
-}
-
-static bool
-wants_space_before(const char *s, size_t len, size_t i)
-{
-	int32_t		k = (int32_t) i;
-	UChar32		c;
-
-	if (i >= len)
-		return false;
-	U8_NEXT((const uint8_t *) s, k, (int32_t) len, c);
-	return c >= 0 && (u_isalnum(c) || u_charType(c) == U_START_PUNCTUATION ||
-					  u_charType(c) == U_INITIAL_PUNCTUATION);
-}
-
-/* Bytes the items put in before offset o of the translation (total: all of them). */
-static size_t
-added_before(const Item *items, const size_t *added, int n, size_t o, size_t total)
-{
-	int			lo = 0,
-				hi = n;
-
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (items[mid].pos < o)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n ? added[lo] : total;
-}
-
-/*
- * The unit's translation t[0..tlen) with its anchors placed: spans put
- * back, markup anchors given their ranges (u->placed).  al_src, al_tgt:
- * the word alignment over the whole unit.
- */
-static void
-place_unit(Unit *u, const char *t, size_t tlen, const Word *sw, int nsw, const Word *tw, int ntw,
-		   const int *al_src, const int *al_tgt)
-{
-	TfPlaceIn  *in = palloc(sizeof(TfPlaceIn) * (u->nanchors + 1));
-	TfPlaceOut *po = palloc(sizeof(TfPlaceOut) * (u->nanchors + 1));
-	Item	   *items = palloc(sizeof(Item) * (u->nanchors + 1));
-	size_t	   *added;			/* bytes added before items[i] (running) */
-	int			nitems = 0;
-	StringInfoData buf;
-	size_t		pos = 0;
-	size_t	   *rs,
-			   *re,
-			   *empty_at;
-
-	for (int i = 0; i < u->nanchors; i++)
-	{
-		Anchor	   *an = &u->anchors[i];
-
-		in[i].parent = an->parent;
-		in[i].point = an->point;
-		if (an->point)
-			in[i].s0 = in[i].s1 = word_at(sw, nsw, an->start);
-		else
-		{
-			in[i].s0 = word_ending_after(sw, nsw, an->start);
-			in[i].s1 = word_at(sw, nsw, an->end);
-			if (in[i].s1 < in[i].s0)
-				in[i].s1 = in[i].s0;
-		}
-	}
-	tf_place_anchors(ntw, al_src, nsw, al_tgt, u->nanchors, in, po);
-
-	/* the points, in order of place */
-	for (int i = 0; i < u->nanchors; i++)
-	{
-		Anchor	   *an = &u->anchors[i];
-		int			k = po[i].t0;
-
-		if (!an->point)
-			continue;
-		if (ntw == 0)
-			items[nitems].pos = Min(an->start, tlen);
-		else if (k == 0)
-			items[nitems].pos = tw[0].start;
-		else
-		{
-			/* after the word's punctuation if it was after the source word's ("Wiese.<br>") */
-			int			sp = in[i].s0 - 1;
-
-			items[nitems].pos = sp >= 0 && sp < nsw && sw[sp].ce < sw[sp].end && an->start >= sw[sp].end ?
-				tw[k - 1].end : tw[k - 1].ce;
-		}
-		items[nitems].anchor = i;
-		nitems++;
-	}
-	qsort(items, nitems, sizeof(Item), cmp_item);
-
-	/* the text with the spans in, a space where the source had one */
-	added = palloc(sizeof(size_t) * (nitems + 1));
-	initStringInfo(&buf);
-	for (int k = 0; k < nitems; k++)
-	{
-		Anchor	   *an = &u->anchors[items[k].anchor];
-
-		appendBinaryStringInfo(&buf, t + pos, items[k].pos - pos);
-		pos = items[k].pos;
-		added[k] = buf.len - pos;
-		if (an->ws_before && buf.len > 0 && !opens(buf.data, buf.len))
-			appendStringInfoChar(&buf, ' ');
-		items[k].start = buf.len;
-		if (an->insert)
-			appendBinaryStringInfo(&buf, an->insert, an->insert_len);
-		items[k].end = buf.len;
-		if (an->ws_after && wants_space_before(t, tlen, pos))
-			appendStringInfoChar(&buf, ' ');
-	}
-	appendBinaryStringInfo(&buf, t + pos, tlen - pos);
-
-	/* the markup ranges, moved by what went in before them */
-	u->placed = palloc0(sizeof(TfPlaced) * (u->nmarkup + 1));
-	rs = palloc(sizeof(size_t) * (u->nanchors + 1));
-	re = palloc(sizeof(size_t) * (u->nanchors + 1));
-	empty_at = palloc(sizeof(size_t) * (u->nanchors + 1));
-	for (int i = 0; i < u->nanchors; i++)
-	{
-		Anchor	   *an = &u->anchors[i];
-		size_t		os,
-					oe;
-
-		if (an->point)
-			continue;
-		os = po[i].t1 > po[i].t0 ? tw[po[i].t0].cs :
-			ntw == 0 ? Min(an->start, tlen) : po[i].t0 == 0 ? tw[0].cs : tw[po[i].t0 - 1].ce;
-		oe = po[i].t1 > po[i].t0 ? tw[po[i].t1 - 1].ce : os;
-		rs[i] = os + added_before(items, added, nitems, os, buf.len - tlen);
-		re[i] = oe + added_before(items, added, nitems, oe, buf.len - tlen);
-		if (re[i] < rs[i])
-			re[i] = rs[i];
-		if (po[i].t1 == po[i].t0)
-		{
-			/* no words: around its points only, if it has any (below) */
-			empty_at[i] = rs[i];
-			rs[i] = SIZE_MAX;
-			re[i] = 0;
-		}
-	}
-	/* ... and around the points inside them */
-	for (int k = 0; k < nitems; k++)
-	{
-		Anchor	   *an = &u->anchors[items[k].anchor];
-
-		if (an->markup >= 0)
-			u->placed[an->markup].start = u->placed[an->markup].end = items[k].start;
-		for (int p = an->parent; p >= 0; p = u->anchors[p].parent)
-		{
-			rs[p] = Min(rs[p], items[k].start);
-			re[p] = Max(re[p], items[k].end);
-		}
-	}
-	for (int i = 0; i < u->nanchors; i++)
-		if (!u->anchors[i].point && rs[i] == SIZE_MAX)
-			rs[i] = re[i] = empty_at[i];
-	for (int i = 0; i < u->nanchors; i++)
-		if (!u->anchors[i].point && u->anchors[i].markup >= 0)
-		{
-			u->placed[u->anchors[i].markup].start = rs[i];
-			u->placed[u->anchors[i].markup].end = re[i];
-		}
-	u->out = buf.data;
-	u->outlen = buf.len;
-}
-
 /* Elements whose text is a label more often than a sentence */
 static bool
 is_label(const char *container)
@@ -1311,7 +793,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 				u += plen;
 				len -= plen;
 			}
-			build_unit(new_unit(&us, d), u, len, NULL, 0, dopt.keep);
+			BuildUnit(new_unit(&us, d), u, len, NULL, 0, dopt.keep);
 		}
 		else
 		{
@@ -1339,12 +821,12 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 				Unit	   *un = new_unit(&us, d);
 
 				CHECK_FOR_INTERRUPTS();
-				build_unit(un, blocks[b].text, blocks[b].len, blocks[b].anchors, blocks[b].nanchors, dopt.keep);
+				BuildUnit(un, blocks[b].text, blocks[b].len, blocks[b].anchors, blocks[b].nanchors, dopt.keep);
 				un->label = blocks[b].attr != NULL || is_label(blocks[b].container);
 			}
 		}
 		for (int i = first_unit[d]; i < us.n; i++)
-			any_anchors |= us.u[i].nanchors > 0;
+			any_anchors |= us.u[i].u.nanchors > 0;
 	}
 	first_unit[n] = us.n;
 
@@ -1358,7 +840,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	{
 		int			before = jobs.n;
 
-		plan_document(cm, tok, limit, dopt.split, us.u[i].text, us.u[i].len, &us.u[i].plan, &jobs);
+		plan_document(cm, tok, limit, dopt.split, us.u[i].u.text, us.u[i].u.len, &us.u[i].plan, &jobs);
 		job_unit = repalloc_huge(job_unit, sizeof(int) * (jobs.n + 1));
 		for (int j = before; j < jobs.n; j++)
 			job_unit[j] = i;
@@ -1405,7 +887,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 
 			tstart[p] = t.len;
 			if (pt->job < 0)
-				appendBinaryStringInfo(&t, u->text + pt->off, pt->len);
+				appendBinaryStringInfo(&t, u->u.text + pt->off, pt->len);
 			else
 			{
 				Size		l;
@@ -1436,7 +918,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			}
 			tend[p] = t.len;
 		}
-		if (u->nanchors == 0)
+		if (u->u.nanchors == 0)
 		{
 			u->out = t.data;
 			u->outlen = t.len;
@@ -1444,10 +926,10 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			continue;
 		}
 		{
-			Word	   *sw,
+			TfWord	   *sw,
 					   *tw;
-			int			nsw = text_words(u->text, u->len, &sw);
-			int			ntw = text_words(t.data, t.len, &tw);
+			int			nsw = tf_text_words(u->u.text, u->u.len, &pa, &sw);
+			int			ntw = tf_text_words(t.data, t.len, &pa, &tw);
 			int		   *al_src = palloc(sizeof(int) * (ntw + 1));
 			int		   *al_tgt = palloc(sizeof(int) * (nsw + 1));
 
@@ -1458,12 +940,12 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 			for (int p = 0; p < u->plan.nparts; p++)
 			{
 				Part	   *pt = &u->plan.parts[p];
-				size_t		so = pt->job < 0 ? pt->off : (size_t) (jobs.s[pt->job] - u->text);
+				size_t		so = pt->job < 0 ? pt->off : (size_t) (jobs.s[pt->job] - u->u.text);
 				size_t		sl = pt->job < 0 ? pt->len : jobs.len[pt->job];
-				int			sa = word_at(sw, nsw, so),
-							sb = word_at(sw, nsw, so + sl);
-				int			ta = word_at(tw, ntw, tstart[p]),
-							tb = word_at(tw, ntw, tend[p]);
+				int			sa = tf_word_at(sw, nsw, so),
+							sb = tf_word_at(sw, nsw, so + sl);
+				int			ta = tf_word_at(tw, ntw, tstart[p]),
+							tb = tf_word_at(tw, ntw, tend[p]);
 
 				CHECK_FOR_INTERRUPTS();
 				if (pt->job < 0)
@@ -1485,7 +967,9 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 					if (al_tgt[k] >= 0)
 						al_tgt[k] += ta;
 			}
-			place_unit(u, t.data, t.len, sw, nsw, tw, ntw, al_src, al_tgt);
+			u->placed = palloc0(sizeof(TfPlaced) * (u->u.nmarkup + 1));
+			if (tf_unit_place(&u->u, t.data, t.len, al_src, al_tgt, &pa, &u->out, &u->outlen, u->placed, NULL) < 0)
+				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		}
 	}
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every fuzzer over its seeds, then SECONDS more of each (libFuzzer, ASan,
-# UBSan), four and then five at a time (two rounds): executions and crashes per fuzzer; exits non-zero
+# UBSan), four and then six at a time (two rounds): executions and crashes per fuzzer; exits non-zero
 # on any crash.
 #   test/fuzz/sanitize.sh [SECONDS]     (make sanitize)
 set -uo pipefail
@@ -35,9 +35,10 @@ run fuzz_weight_file 65536 test/fuzz/corpus-weight-file test/fuzz/seeds_weight_f
 run fuzz_svg_label 4096 test/fuzz/corpus-svg-label &		# the cheapest
 run fuzz_torch_pickle 65536 test/fuzz/corpus-torch-pickle test/fuzz/seeds_torch_pickle &
 run fuzz_spans 4096 test/fuzz/corpus-spans &
+run fuzz_rich_text 4096 test/fuzz/corpus-rich-text test/fuzz/seeds_rich_text test/fuzz/seeds_markup &
 wait
 for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file fuzz_svg_label fuzz_torch_zip fuzz_torch_pickle \
-	fuzz_markup fuzz_spans; do
+	fuzz_markup fuzz_spans fuzz_rich_text; do
 	[ -f "$out/$name.ok" ] && cat "$out/$name.ok"
 	[ -f "$out/$name.fail" ] && cat "$out/$name.fail" >&2
 done
