@@ -156,9 +156,13 @@ cmp_size(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Bytes of the used spans that end at or before offset o (cum: their running sums). */
+/*
+ * Bytes taken out before offset o: of the spans (with the space each takes
+ * along, rm_end) wholly before o, and of the one o is in.  cum: the running
+ * sums of what each takes out.
+ */
 static size_t
-removed_before(const TfSpan *spans, const size_t *cum, int n, size_t o)
+removed_before(const TfSpan *spans, const size_t *rm_end, const size_t *cum, int n, size_t o)
 {
 	int			lo = 0,
 				hi = n;
@@ -167,12 +171,12 @@ removed_before(const TfSpan *spans, const size_t *cum, int n, size_t o)
 	{
 		int			mid = lo + (hi - lo) / 2;
 
-		if (spans[mid].end <= o)
+		if (rm_end[mid] <= o)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return cum[lo];
+	return cum[lo] + (lo < n && spans[lo].start < o ? o - spans[lo].start : 0);
 }
 
 int
@@ -182,6 +186,7 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 	TfSpan	   *spans = NULL;
 	int			nspans = 0;
 	TfSpan	   *used;
+	size_t	   *rm_end;			/* where what a used span takes out ends: the span, and a space after it */
 	size_t	   *cum;
 	size_t	   *edges;
 	int			nused = 0;
@@ -197,11 +202,12 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 		return -1;
 	used = alloc0(a, sizeof(TfSpan) * ((size_t) nspans + 1));
 	cum = alloc0(a, sizeof(size_t) * ((size_t) nspans + 2));
+	rm_end = alloc0(a, sizeof(size_t) * ((size_t) nspans + 1));
 	edges = alloc0(a, sizeof(size_t) * (2 * (size_t) nma + 1));
 	index_of_markup = alloc0(a, sizeof(int) * ((size_t) nma + 1));
 	open = alloc0(a, sizeof(int) * ((size_t) nma + 1));
 	u->anchors = alloc0(a, sizeof(TfUnitAnchor) * ((size_t) nma + (size_t) nspans + 1));
-	if (!used || !cum || !edges || !index_of_markup || !open || !u->anchors)
+	if (!used || !cum || !rm_end || !edges || !index_of_markup || !open || !u->anchors)
 		return -1;
 
 	/* a span stays text if an element starts or ends inside it */
@@ -227,8 +233,19 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 		}
 		if (lo == 2 * nma || edges[lo] >= spans[i].end)
 		{
+			size_t		e = spans[i].end;
+
+			/*
+			 * A span between spaces (or at the start) takes the space after
+			 * it along: "3 Hunde" is "Hunde", not " Hunde", and "a URL b"
+			 * "a b"; the anchor remembers the spaces.
+			 */
+			if (e < len && is_space(s[e]) && (spans[i].start == 0 || is_space(s[spans[i].start - 1])) &&
+				(lo == 2 * nma || edges[lo] > e) && (i + 1 >= nspans || spans[i + 1].start > e))
+				e++;
 			used[nused] = spans[i];
-			cum[nused + 1] = cum[nused] + (spans[i].end - spans[i].start);
+			rm_end[nused] = e;
+			cum[nused + 1] = cum[nused] + (e - spans[i].start);
 			nused++;
 		}
 	}
@@ -241,7 +258,7 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 	{
 		memcpy(u->text + o, s + pos, used[i].start - pos);
 		o += used[i].start - pos;
-		pos = used[i].end;
+		pos = rm_end[i];
 	}
 	memcpy(u->text + o, s + pos, len - pos);
 	o += len - pos;
@@ -260,8 +277,8 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 
 		if (i < nma && (j >= nused || ma[i].start <= used[j].start))
 		{
-			an->start = ma[i].start - removed_before(used, cum, nused, ma[i].start);
-			an->end = ma[i].end - removed_before(used, cum, nused, ma[i].end);
+			an->start = ma[i].start - removed_before(used, rm_end, cum, nused, ma[i].start);
+			an->end = ma[i].end - removed_before(used, rm_end, cum, nused, ma[i].end);
 			if (an->end < an->start)
 				an->end = an->start;
 			an->point = ma[i].point;

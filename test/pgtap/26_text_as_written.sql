@@ -13,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(72);
+SELECT plan(74);
 
 SELECT ok(import_model('multi30k_de_en') > 0, 'the bundled model');
 SELECT is(segment_tokens, 25, 'the bundled model records its reliable segment length')
@@ -150,6 +150,9 @@ SELECT throws_ok($$SELECT translate('x', 'multi30k_de_en', keep => ARRAY['urls']
                  'invalid value in option "keep": "urls"', 'an unknown kind of span: 22023');
 SELECT throws_ok($$SELECT translate('x', 'multi30k_de_en', keep => ARRAY[NULL])$$, '22004', NULL, 'a null kind: 22004');
 SELECT is(translate('https://example.org', 'multi30k_de_en'), 'https://example.org', 'a text that is only a span comes back as it is');
+SELECT ok(translate('3 Hunde spielen im Park.', 'multi30k_de_en') ~ '^3 [A-Z][a-z]+ ',
+          'a span at the start: its space after it, none before');
+SELECT ok(translate('Zwei Hunde spielen mit 3 Bällen.', 'multi30k_de_en') ~ '[a-z] 3 [a-z]', 'a span inside: a space either side');
 SELECT is(pg_temp.occurrences(translate('<p>Schreib an <a href="mailto:anna@example.org">anna@example.org</a> heute.</p>',
                                         'multi30k_de_en', format => 'html'), '>anna@example.org</a>'), 1,
           'a span inside a link stays inside it');
