@@ -143,7 +143,7 @@ unittest: test/unit/test_core test/unit/test_torch $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt
 	test/unit/test_torch test/fixtures/torch
 	for t in $(TEXT_UNITS); do \
-	  $$t > $$t.log 2>&1 || { grep -v '^ok' $$t.log; exit 1; }; \
+	  TF_PATHOLOGICAL_MB=2 $$t > $$t.log 2>&1 || { grep -v '^ok' $$t.log; exit 1; }; \
 	  echo "$$t: $$(grep -c '^ok' $$t.log) passed"; \
 	done
 
@@ -427,7 +427,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 	  { tail -20 test/unit/test_torch_san.log; exit 1; }
 	tail -1 test/unit/test_torch_san.log
 	for t in markup spans casing placement; do \
-	  ASAN_OPTIONS=detect_leaks=1 test/unit/test_$${t}_san > test/unit/test_$${t}_san.log 2>&1 || \
+	  TF_PATHOLOGICAL_MB=1 ASAN_OPTIONS=detect_leaks=1 test/unit/test_$${t}_san > test/unit/test_$${t}_san.log 2>&1 || \
 	    { tail -20 test/unit/test_$${t}_san.log; exit 1; }; \
 	  tail -1 test/unit/test_$${t}_san.log; \
 	done

@@ -54,8 +54,14 @@ SELECT translate('Ein Mann fährt mit dem Fahrrad. Zwei Kinder spielen im Sand a
 SELECT length(translate(repeat('Ein Mann fährt mit dem Fahrrad. ', 40))) > 400 AS forty_sentences;
 SELECT length(translate(repeat('Mann ', 300))) > 0 AS long_without_punctuation;
 -- 300 one-token words: cut after the 255th (256 positions, EOS included), the space between the pieces kept
+-- (with the model's positions as its segment length: the bundled model's is 25 tokens)
+SELECT set_model_segment_length('multi30k_de_en', NULL);
 SELECT translate(repeat('Mann ', 299) || 'Mann')
      = translate(repeat('Mann ', 254) || 'Mann') || ' ' || translate(repeat('Mann ', 44) || 'Mann') AS cut_at_the_last_space_that_fits;
+SELECT set_model_segment_length('multi30k_de_en', 25);
+-- with it: 300 words in pieces of 25 tokens at most, each translated
+SELECT translate(repeat('Mann ', 299) || 'Mann')
+     = translate(repeat('Mann ', 24) || 'Mann') || repeat(' ' || translate(repeat('Mann ', 24) || 'Mann'), 11) AS cut_at_the_segment_length;
 SELECT length(translate(repeat('Ein Hund läuft über die Wiese und ', 300))) > 0 AS ten_thousand_characters;
 SELECT length(translate(repeat('x', 3000))) > 0 AS one_long_word;
 -- the batch form: documents of many rows, together

@@ -67,7 +67,7 @@ COMMENT ON FUNCTION set_model_segment_length(text, integer) IS
 
 CREATE FUNCTION measure_segment_length(model text, sentences text[], threshold double precision DEFAULT 0.9)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 -- Runs of k consecutive sentences with their final punctuation taken out

@@ -36,7 +36,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
                                  'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
-                                 'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages')
+                                 'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
+                                 'set_model_segment_length', 'measure_segment_length')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -47,7 +48,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
                              'export_model', 'drop_model', 'quantize_model', 'set_model_languages',
-                             'translate_column', 'wait_for_job', 'pause_job', 'resume_job', 'cancel_job', 'retry_job_errors')
+                             'set_model_segment_length', 'measure_segment_length', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job', 'cancel_job', 'retry_job_errors')
              AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
   'functions writing tokenizers, models, files or jobs are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -56,12 +57,13 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'load_model(text,bytea,bytea,bytea,bytea,bytea,bytea)', 'sentences(text,text)',
                              'set_model_languages(text,text,text)', 'heatmap_svg(real[],text[],text[],text)',
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
-                             'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
-                             'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
+                             'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
+                             'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
+                             'set_model_segment_length(text,integer)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
                              'translate_column(regclass,text,text,text,integer,boolean,integer,integer)', 'wait_for_job(bigint,interval)',
                              'transformer_job_sync()')), NULL,
-  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout) and the triggers');
+  'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 
 -- NULL in, NULL out
