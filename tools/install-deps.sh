@@ -5,7 +5,7 @@
 set -eu
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev libicu-dev
+PKGS="build-essential postgresql-15 postgresql-server-dev-15 postgresql-common libopenblas-dev libicu-dev libxml2-dev
       postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium
       clang libclang-rt-14-dev llvm python3 python3-psycopg2 git"
 # clang, libclang-rt, llvm (its symbolizer): make sanitize

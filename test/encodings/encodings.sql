@@ -12,7 +12,7 @@
 BEGIN;
 SET client_min_messages = warning;
 CREATE EXTENSION transformer;
-SELECT plan(14);
+SELECT plan(15);
 SELECT current_setting('server_encoding') AS enc \gset
 
 SELECT cmp_ok(import_model('multi30k_de_en'), '>', 0::bigint, :'enc' || ': import_model() of the bundled model');
@@ -27,6 +27,8 @@ SELECT is(tokens(:'src', 'multi30k_de_en/source')::text, :'want_tokens',
 SELECT is((SELECT string_agg(source_word || '>' || target_word, ' ' ORDER BY target_pos) FROM align(:'src', 'multi30k_de_en')),
   :'want_align', :'enc' || ': align() as in a UTF8 database');
 SELECT is((SELECT count(*)::int FROM sentences(:'src' || ' ' || :'src2')), 2, :'enc' || ': sentences()');
+SELECT is(translate('<p title="Ein Mädchen">' || :'src' || ' <b>Zwei</b> Hunde, 3 Bälle.</p>', 'multi30k_de_en', format => 'html'),
+  :'want_html', :'enc' || ': translate(format => ''html'') with spans, as in a UTF8 database');
 SELECT matches(attention_svg(:'src', 'multi30k_de_en'), '<svg ', :'enc' || ': attention_svg() draws');
 SELECT matches(heatmap_svg('{{1,2}}', ARRAY['Mädchen'], ARRAY['a', 'b']),
   CASE WHEN :'enc' = 'LATIN1' THEN 'M&#xE4;dchen' ELSE 'Mädchen' END, :'enc' || ': heatmap_svg() keeps every character (a reference where needed)');

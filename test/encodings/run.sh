@@ -1,6 +1,6 @@
 #!/bin/bash
 # The extension in LATIN1 and SQL_ASCII databases (issue 23): import,
-# translate, tokenize, align and the pictures give the UTF8 database's
+# translate (text and HTML), tokenize, align and the pictures give the UTF8 database's
 # answers (test/encodings/encodings.sql).  Needs a server (PGHOST etc.) and pgTAP.
 #   test/encodings/run.sh    (make encodings)
 set -euo pipefail
@@ -21,6 +21,7 @@ want_ids=$(ans "SELECT tokenize('$src', 'multi30k_de_en/source')")
 want_tokens=$(ans "SELECT tokens('$src', 'multi30k_de_en/source')")
 want_align=$(ans "SELECT string_agg(source_word || '>' || target_word, ' ' ORDER BY target_pos) FROM align('$src', 'multi30k_de_en')")
 want_katze=$(ans "SELECT translate('Katzeä', 'multi30k_de_en')")
+want_html=$(ans "SELECT translate('<p title=\"Ein Mädchen\">$src <b>Zwei</b> Hunde, 3 Bälle.</p>', 'multi30k_de_en', format => 'html')")
 want_katze_replaced=$(ans "SELECT translate(U&'Katze\FFFD', 'multi30k_de_en')")
 dropdb transformer_enc_utf8
 
@@ -35,6 +36,7 @@ for enc in LATIN1 SQL_ASCII; do
 	pg_prove -d "$db" --set "src=$src" --set "src2=$src2" --set "want_translation=$want_translation" \
 		--set "want_translation2=$want_translation2" --set "want_ids=$want_ids" --set "want_tokens=$tokens" \
 		--set "want_align=$want_align" --set "want_katze=$want_katze" --set "want_katze_replaced=$want_katze_replaced" \
+		--set "want_html=$want_html" \
 		test/encodings/encodings.sql
 	dropdb "$db"
 done
