@@ -66,33 +66,55 @@ tf_align_words(const float *cross, int T, int S, const int *tword, int ntw,
 	}
 }
 
-/* The slot (before target word k) after the target words aligned to source word s0 - 1. */
+/*
+ * The slot (before target word k) after the target words aligned to source
+ * word s0 - 1: after the last one that chose it (max_t), else after the one
+ * it chose.
+ */
 static int
-slot_after(int ntw, const int *best_src, int nsw, const int *best_tgt, int s0)
+slot_after(int ntw, const int *max_t, int nsw, const int *best_tgt, int s0)
 {
-	int			k,
-				last = -1;
+	int			last;
 
 	if (s0 <= 0 || ntw == 0)
 		return 0;
 	if (s0 >= nsw)
 		return ntw;
-	k = s0 - 1;
-	for (int t = 0; t < ntw; t++)
-		if (best_src[t] == k)
-			last = t;
+	last = max_t[s0 - 1];
 	if (last < 0)
-		last = best_tgt[k];
+		last = best_tgt[s0 - 1] < ntw ? best_tgt[s0 - 1] : -1;
 	if (last >= 0)
 		return last + 1;
 	/* nothing aligned: as far into the target as the source word is into the source */
 	return (int) (((long long) s0 * ntw + nsw / 2) / nsw);
 }
 
+/*
+ * Linear in the words and anchors but for the words under each element
+ * (each word is under at most as many elements as the markup nests deep):
+ * the first and last target word that chose each source word are found
+ * once, and each parent's last child is remembered.
+ */
 void
 tf_place_anchors(int ntw, const int *best_src, int nsw, const int *best_tgt,
-				 int n, const TfPlaceIn *in, TfPlaceOut *out)
+				 int n, const TfPlaceIn *in, TfPlaceOut *out, int *scratch)
 {
+	int		   *min_t = scratch;	/* (nsw) first target word that chose it, -1 */
+	int		   *max_t = scratch + nsw;	/* (nsw) the last */
+	int		   *last_child = scratch + 2 * nsw;	/* (n + 1) by parent + 1, -1 */
+
+	for (int s = 0; s < nsw; s++)
+		min_t[s] = max_t[s] = -1;
+	for (int t = 0; t < ntw; t++)
+		if (best_src[t] >= 0 && best_src[t] < nsw)
+		{
+			if (min_t[best_src[t]] < 0)
+				min_t[best_src[t]] = t;
+			max_t[best_src[t]] = t;
+		}
+	for (int i = 0; i <= n; i++)
+		last_child[i] = -1;
+
 	for (int i = 0; i < n; i++)
 	{
 		int			s0 = in[i].s0 < 0 ? 0 : in[i].s0 > nsw ? nsw : in[i].s0;
@@ -101,20 +123,20 @@ tf_place_anchors(int ntw, const int *best_src, int nsw, const int *best_tgt,
 					hi = -1;
 		int			lower = 0,
 					upper = ntw;
-		int			p = in[i].parent;
+		int			p = in[i].parent >= 0 && in[i].parent < i ? in[i].parent : -1;
 
 		if (!in[i].point && s1 > s0)
 		{
-			for (int t = 0; t < ntw; t++)
-				if (best_src[t] >= s0 && best_src[t] < s1)
+			for (int s = s0; s < s1; s++)
+				if (min_t[s] >= 0)
 				{
-					lo = t < lo ? t : lo;
-					hi = t > hi ? t : hi;
+					lo = min_t[s] < lo ? min_t[s] : lo;
+					hi = max_t[s] > hi ? max_t[s] : hi;
 				}
 			/* no target word chose these: take each one's choice */
-			for (int s = s0; s < s1 && lo == INT_MAX; s++)
+			for (int s = s0; s < s1 && hi < 0; s++)
 				if (best_tgt[s] >= 0 && best_tgt[s] < ntw)
-					for (int s2 = s0; s2 < s1; s2++)
+					for (int s2 = s; s2 < s1; s2++)
 						if (best_tgt[s2] >= 0 && best_tgt[s2] < ntw)
 						{
 							lo = best_tgt[s2] < lo ? best_tgt[s2] : lo;
@@ -127,21 +149,17 @@ tf_place_anchors(int ntw, const int *best_src, int nsw, const int *best_tgt,
 			out[i].t1 = hi + 1;
 		}
 		else
-			out[i].t0 = out[i].t1 = slot_after(ntw, best_src, nsw, best_tgt, s0);
+			out[i].t0 = out[i].t1 = slot_after(ntw, max_t, nsw, best_tgt, s0);
 
 		/* nesting: inside the parent, after the previous sibling */
-		if (p >= 0 && p < i)
+		if (p >= 0)
 		{
 			lower = out[p].t0;
 			upper = out[p].t1;
 		}
-		for (int j = i - 1; j >= 0 && j > p; j--)
-			if (in[j].parent == p)
-			{
-				if (out[j].t1 > lower)
-					lower = out[j].t1;
-				break;
-			}
+		if (last_child[p + 1] >= 0 && out[last_child[p + 1]].t1 > lower)
+			lower = out[last_child[p + 1]].t1;
+		last_child[p + 1] = i;
 		if (lower > upper)
 			lower = upper;
 		if (out[i].t0 < lower)

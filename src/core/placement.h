@@ -56,8 +56,12 @@ typedef struct TfPlaceOut
  *  - then nesting is kept: a child stays inside its parent, and a
  *    sibling starts where the one before it ends (a squeezed one is
  *    left empty rather than moved out of order).
+ * scratch has TF_PLACE_SCRATCH(nsw, n) ints.
  */
 void		tf_place_anchors(int ntw, const int *best_src, int nsw, const int *best_tgt,
-							 int n, const TfPlaceIn *in, TfPlaceOut *out);
+							 int n, const TfPlaceIn *in, TfPlaceOut *out, int *scratch);
+
+/* The ints of scratch tf_place_anchors needs. */
+#define TF_PLACE_SCRATCH(nsw, n) (2 * (size_t) (nsw) + (size_t) (n) + 1)
 
 #endif							/* PLACEMENT_H */

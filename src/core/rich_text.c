@@ -429,7 +429,13 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 		}
 		cap += an->insert_len + 2;
 	}
-	tf_place_anchors(ntw, best_src, nsw, best_tgt, n, in, po);
+	{
+		int		   *scratch = a->alloc(a->ctx, sizeof(int) * TF_PLACE_SCRATCH(nsw, n));
+
+		if (scratch == NULL)
+			return -1;
+		tf_place_anchors(ntw, best_src, nsw, best_tgt, n, in, po, scratch);
+	}
 
 	/* the points, in order of place */
 	for (int i = 0; i < n; i++)

@@ -31,7 +31,9 @@ check_place(int ntw, const int *best_src, int nsw, const int *best_tgt, int n, c
 	TfPlaceOut out[16];
 	int			ok = 1;
 
-	tf_place_anchors(ntw, best_src, nsw, best_tgt, n, in, out);
+	int			scratch[64];
+
+	tf_place_anchors(ntw, best_src, nsw, best_tgt, n, in, out, scratch);
 	for (int i = 0; i < n; i++)
 		if (out[i].t0 != want[2 * i] || out[i].t1 != want[2 * i + 1])
 		{
@@ -117,7 +119,9 @@ main(void)
 		TfPlaceIn	in[] = {{-1, false, -4, 99}, {0, true, 7, 2}};
 		TfPlaceOut	out[2];
 
-		tf_place_anchors(2, best_src, 1, best_tgt, 2, in, out);
+		int			scratch[16];
+
+		tf_place_anchors(2, best_src, 1, best_tgt, 2, in, out, scratch);
 		check(out[0].t0 >= 0 && out[0].t1 <= 2 && out[0].t0 <= out[0].t1 &&
 			  out[1].t0 >= out[0].t0 && out[1].t1 <= out[0].t1, "out-of-range words and alignments are clamped");
 	}
