@@ -34,6 +34,7 @@ FUNCTIONS = [
     ("tokens", "SELECT cardinality(tokens(%s, 'multi30k_de_en/source'))"),
     ("translate", "SELECT length(translate(%s, 'multi30k_de_en', beam_size => 1))"),
     ("translate[]", "SELECT cardinality(translate(ARRAY[%s], 'multi30k_de_en', beam_size => 1))"),
+    ("translate html", "SELECT length(translate(%s, 'multi30k_de_en', beam_size => 1, format => 'html'))"),
     ("attention_map", "SELECT count(*) FROM attention_map(%s, 'multi30k_de_en', 1)"),
     ("align", "SELECT count(*) FROM align(%s, 'multi30k_de_en')"),
     ("attention_svg", "SELECT length(attention_svg(%s, 'multi30k_de_en'))"),
