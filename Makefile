@@ -138,6 +138,9 @@ test/unit/test_casing: test/unit/test_casing.c src/core/casing.c src/core/casing
 test/unit/test_placement: test/unit/test_placement.c src/core/placement.c src/core/placement.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_placement.c src/core/placement.c
 TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing test/unit/test_placement
+# one unit test alone, for make mutation: make unittest-placement
+unittest-%: test/unit/test_%
+	test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
 unittest: test/unit/test_core test/unit/test_torch $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt
@@ -243,8 +246,13 @@ sanitize-server:
 .PHONY: sanitize-server
 
 # Mutation testing: deliberate bugs (test/mutation/mutants.txt), each caught by a test (needs root or postgres' rights to run a private server)
+# two shards at once, one per core, each with its own tree and private server
 mutation:
-	$(PYTHON) test/mutation/run.py
+	@$(PYTHON) test/mutation/run.py --shard 1/2 > test/mutation/shard1.log 2>&1 & pid=$$!; \
+	$(PYTHON) test/mutation/run.py --shard 2/2 > test/mutation/shard2.log 2>&1; r2=$$?; \
+	wait $$pid; r1=$$?; \
+	grep -h -v '^  unmutated\|^      ' test/mutation/shard1.log test/mutation/shard2.log; \
+	test $$r1 -eq 0 && test $$r2 -eq 0
 .PHONY: mutation
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece

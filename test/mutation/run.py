@@ -16,7 +16,7 @@ should catch it.  For each mutant, one at a time, this script
 Before any mutant, every test named in the file must pass on the unmutated
 build: a test that fails anyway catches nothing.
 
-Usage: test/mutation/run.py [--only NAME[,NAME...]] [--full] [--list]
+Usage: test/mutation/run.py [--only NAME[,NAME...]] [--full] [--list] [--shard K/N]
   --full   run the whole fast suite for every mutant, not stopping at the
            first failure, and report every test that caught it
 Exit status 1 if a mutant survived or failed to build.
@@ -274,9 +274,23 @@ def main():
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--shard", default=None,
+                    help="K/N: only the mutants whose first named test falls to shard K of N (tests dealt out "
+                         "by how many mutants name them first), each shard its own tree and server")
     args = ap.parse_args()
 
     mutants = parse_mutants(MUTANTS)
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        if not 1 <= k <= n:
+            sys.exit(f"--shard {args.shard}: K must be 1 to N")
+        firsts = {}
+        for m in mutants:
+            firsts[m["tests"][0]] = firsts.get(m["tests"][0], 0) + 1
+        # dealt in turn from the most named down, so the shards take alike shares of the work
+        order = sorted(firsts, key=lambda t: (-firsts[t], t))
+        mine = {t for i, t in enumerate(order) if i % n == k - 1}
+        mutants = [m for m in mutants if m["tests"][0] in mine]
     if args.only:
         want = args.only.split(",")
         unknown = set(want) - {m["name"] for m in mutants}

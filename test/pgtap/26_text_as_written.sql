@@ -13,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(74);
+SELECT plan(75);
 
 SELECT ok(import_model('multi30k_de_en') > 0, 'the bundled model');
 SELECT is(segment_tokens, 25, 'the bundled model records its reliable segment length')
@@ -187,6 +187,13 @@ SELECT ok(length(o) > 5000 AND o !~ '[[:alpha:]][.!?][[:alpha:]]', '10 kB run on
 FROM cases, translate(j->>'runon10k', 'multi30k_de_en') o;
 SELECT cmp_ok(pg_temp.words(translate(j->'paragraph'->>'unpunctuated', 'multi30k_de_en', split => false)), '>', 100,
               'split => false still cuts a segment longer than the model translates reliably') FROM cases;
+
+-- a cut at a clause boundary (the comma, in the second half of what fits) rather than at the last word that fits
+SELECT set_model_segment_length('multi30k_de_en', 10);
+SELECT ok(starts_with(translate('Zwei Hunde spielen im Schnee, ein Mann fährt mit dem Fahrrad durch die Stadt', 'multi30k_de_en'),
+                      translate('Zwei Hunde spielen im Schnee,', 'multi30k_de_en') || ' '),
+          'a segment too long is cut at its comma, not at the last word that fits');
+SELECT set_model_segment_length('multi30k_de_en', 25);
 
 -- measuring the reliable length: on the fixture's sentences, stored with the model
 SELECT ok(measure_segment_length('multi30k_de_en', ARRAY(SELECT c->>'plain' FROM cases, jsonb_array_elements(j->'html40') c))
