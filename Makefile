@@ -61,6 +61,7 @@ OBJS = \
 	src/pg/job_store.o \
 	src/pg/job_launch.o \
 	src/pg/sql_jobs.o \
+	src/pg/sql_version.o \
 	src/worker/job_worker.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
@@ -71,13 +72,14 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
-	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql
+	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql \
+	sql/transformer--0.7.0--0.8.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
-PG_CPPFLAGS = -Isrc/core -Isrc/pg $(shell xml2-config --cflags)
+PG_CPPFLAGS = -Isrc/core -Isrc/pg $(shell xml2-config --cflags) -DTRANSFORMER_VERSION='"$(EXTVERSION)"'
 PG_CFLAGS = -O3
 SHLIB_LINK = -lopenblas -licuuc -lxml2 -lm
 

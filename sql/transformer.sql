@@ -334,6 +334,16 @@ COST 100000;
 COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text, text, text[], boolean) IS
 'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
 
+-- What this server runs (since 0.8.0)
+
+CREATE FUNCTION transformer_version()
+RETURNS text
+AS 'MODULE_PATHNAME', 'transformer_version'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION transformer_version() IS
+'the library''s version, the kernels chosen at run time for this CPU (fp32: avx512, avx2 or portable; int8: avx512vnni, avx2 or portable), OpenBLAS''s configuration and core, and the ICU and libxml2 versions';
+
 CREATE FUNCTION set_model_segment_length(model text, tokens integer)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE

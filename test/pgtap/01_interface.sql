@@ -8,7 +8,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(53);
+SELECT plan(55);
 
 SELECT has_function('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean']);
 SELECT has_function('attention_weights', ARRAY['real[]', 'real[]', 'boolean']);
@@ -37,12 +37,12 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
                                  'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
                                  'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
-                                 'set_model_segment_length', 'measure_segment_length')
+                                 'set_model_segment_length', 'measure_segment_length', 'transformer_version')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
-                             'attention_map', 'align', 'attention_svg', 'model_languages')
+                             'attention_map', 'align', 'attention_svg', 'model_languages', 'transformer_version')
              AND (provolatile <> 's' OR proparallel <> 's')), NULL,
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -65,6 +65,11 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'transformer_job_sync()')), NULL,
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
+SELECT matches(transformer_version(),
+  '^transformer [0-9]+\.[0-9]+\.[0-9]+; kernels: fp32 (avx512|avx2|portable), int8 (avx512vnni|avx2|portable); BLAS: OpenBLAS [0-9.]+ .*\(core [A-Za-z0-9]+\); ICU [0-9.]+; libxml2 [0-9.]+$',
+  'transformer_version() names the version, the kernels chosen for this CPU and the libraries');
+SELECT is(split_part(split_part(transformer_version(), ';', 1), ' ', 2), (SELECT extversion FROM pg_extension WHERE extname = 'transformer'),
+  'the library is the installed extension''s version');
 
 -- NULL in, NULL out
 SELECT is(self_attention(NULL, '{{1}}', '{{1}}'), NULL, 'self_attention(NULL, ...) is NULL');
