@@ -62,6 +62,7 @@ OBJS = \
 	src/pg/job_launch.o \
 	src/pg/sql_jobs.o \
 	src/pg/sql_version.o \
+	src/pg/model_stats.o \
 	src/worker/job_worker.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
@@ -79,7 +80,7 @@ DATA = sql/transformer--0.1.0.sql \
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
 REGRESS_OPTS = --inputdir=. --outputdir=. --encoding=UTF8
 
-PG_CPPFLAGS = -Isrc/core -Isrc/pg $(shell xml2-config --cflags) -DTRANSFORMER_VERSION='"$(EXTVERSION)"'
+PG_CPPFLAGS = -Isrc/core -Isrc/pg $(shell xml2-config --cflags) -DTRANSFORMER_EXTVERSION='"$(EXTVERSION)"'
 PG_CFLAGS = -O3
 SHLIB_LINK = -lopenblas -licuuc -lxml2 -lm
 
@@ -194,7 +195,9 @@ jobs-crash:
 	$(PYTHON) test/jobs/run.py --only 2
 jobs-resume:
 	$(PYTHON) test/jobs/run.py --only 3
-.PHONY: jobs jobs-crash jobs-resume
+jobs-preload:
+	$(PYTHON) test/jobs/run.py --only 4
+.PHONY: jobs jobs-crash jobs-resume jobs-preload
 
 # An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:

@@ -27,6 +27,9 @@
 
 static void load_model(void *entry, const char *name);
 
+/* models this backend loaded (a lookup that changes it missed the cache) */
+static uint64 model_loads = 0;
+
 static BackendCache model_cache = {
 	.name = "transformer models",
 	.tables = {"transformer_models", "transformer_tensors"},
@@ -230,6 +233,7 @@ load_model(void *e, const char *name)
 	uint64		fingerprint;
 	char	   *version;
 
+	model_loads++;
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
 	errcb.previous = error_context_stack;
@@ -314,5 +318,11 @@ GetModel(const char *name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name)));
 	MaybeResumeJobs();			/* the first use after a server start */
-	return (CachedModel *) BackendCacheGet(&model_cache, name);
+	{
+		uint64		before = model_loads;
+		CachedModel *cm = (CachedModel *) BackendCacheGet(&model_cache, name);
+
+		RecordModelCache(name, model_loads == before);
+		return cm;
+	}
 }

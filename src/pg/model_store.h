@@ -94,6 +94,11 @@ enum
 extern void LoadLanguages(CachedModel *cm, Jsonb *languages, const char *model);
 extern bool IsLanguageToken(const CachedModel *cm, int id);
 
+/* model_stats.c: per-model statistics in shared memory (with shared_preload_libraries) */
+extern void InitModelStats(void);
+extern void RecordModelCall(const char *model, int64 sentences, int64 tokens_in, int64 tokens_out, double ms);
+extern void RecordModelCache(const char *model, bool hit);
+
 /* The model called name, loaded once per backend; ERROR if none. */
 extern CachedModel *GetModel(const char *name);
 

@@ -31,6 +31,6 @@ transformer_version(PG_FUNCTION_ARGS)
 	u_getVersion(v);
 	u_versionToString(v, icu);
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transformer %s; kernels: fp32 %s, int8 %s; BLAS: %s (core %s); ICU %s; libxml2 %s",
-											  TRANSFORMER_VERSION, fp32, int8, openblas_get_config(),
+											  TRANSFORMER_EXTVERSION, fp32, int8, openblas_get_config(),
 											  openblas_get_corename(), icu, LIBXML_DOTTED_VERSION)));
 }

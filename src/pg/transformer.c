@@ -93,6 +93,7 @@ _PG_init(void)
 	/* resume unfinished translation jobs at every server start */
 	if (process_shared_preload_libraries_in_progress)
 		RegisterJobLauncher();
+	InitModelStats();
 
 	InitWeightCache();
 	InitInputLimit();

@@ -278,6 +278,10 @@ GenerateIds(CachedModel *cm, const char *model, text *input, const CallOptions *
  * Each group's buffers are the workspace's, and what did not fit goes
  * with batch_cxt.
  */
+/* the tokens the last TranslateSentenceIds() read and wrote (for the statistics) */
+int64		last_tokens_in = 0;
+int64		last_tokens_out = 0;
+
 void
 TranslateSentences(CachedModel *cm, const char *model, int n, text **in, const CallOptions *o, text **out)
 {
@@ -295,17 +299,19 @@ TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in, const
 					 int **raw, int *nraw)
 {
 	MemoryContext caller = CurrentMemoryContext;
-
 	Tokenizer  *tgt = GetTokenizer(cm->target_tokenizer);
 	int		  **srcs = palloc(sizeof(int *) * (n + 1));
 	int		   *nsrc = palloc(sizeof(int) * (n + 1));
 	TfDecodeOptions *opts = palloc(sizeof(TfDecodeOptions) * (n + 1));
 	MemoryContext batch_cxt;
 
+	last_tokens_in = last_tokens_out = 0;
+
 	/* every input checked before any decoding */
 	for (int i = 0; i < n; i++)
 	{
 		srcs[i] = SourceIds(cm, model, in[i], o, &nsrc[i]);
+		last_tokens_in += nsrc[i];
 		DecodeOptions(cm, model, nsrc[i], o, &opts[i]);
 		CheckCacheSize(cm, model, opts[i].beam_size, opts[i].max_length);
 	}
@@ -338,6 +344,7 @@ TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in, const
 			Size		len;
 			char	   *str;
 
+			last_tokens_out += nids[j];
 			if (raw != NULL)
 			{
 				raw[first + j] = MemoryContextAlloc(caller, sizeof(int) * (nids[j] + 1));

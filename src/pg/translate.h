@@ -71,6 +71,10 @@ extern void TranslateSentences(CachedModel *cm, const char *model, int n, text *
 extern void TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in,
 								 const CallOptions *o, text **out, int **raw, int *nraw);
 
+/* The tokens the last TranslateSentenceIds() read (EOS and language tokens included) and generated. */
+extern int64 last_tokens_in;
+extern int64 last_tokens_out;
+
 /* Drop language and fairseq special ids from generated ids, as decode(skip_special_tokens) does. */
 extern int	SkipSpecialIds(const CachedModel *cm, int n, int *ids);
 

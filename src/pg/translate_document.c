@@ -29,6 +29,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
@@ -751,6 +752,9 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	VocabArg	va;
 	SpmAlloc	pa = PgAllocator(CurrentMemoryContext);
 	char		err[512];
+	int64		tokens_in = 0,
+				tokens_out = 0;
+	TimestampTz started = GetCurrentTimestamp();
 
 	GetDocOptions(o, &dopt);
 	/* every cache entry first: loading one may run a user's code */
@@ -871,6 +875,8 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 		nraw = palloc0(sizeof(int) * (jobs.n + 1));
 	}
 	TranslateSentenceIds(cm, model, jobs.n, in, o, done, raw, nraw);
+	tokens_in = last_tokens_in;
+	tokens_out = last_tokens_out;
 
 	/* each unit's translation, its anchors placed */
 	for (int i = 0; i < us.n; i++)
@@ -1001,5 +1007,12 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 						 errdetail("%s", err)));
 			out[d] = FromUtf8(res, reslen);
 		}
+	}
+	{
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(started, GetCurrentTimestamp(), &secs, &usecs);
+		RecordModelCall(model, jobs.n, tokens_in, tokens_out, secs * 1000.0 + usecs / 1000.0);
 	}
 }

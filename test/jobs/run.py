@@ -666,6 +666,7 @@ def scenario_preload():
         resumed_s = time.time() - t1
         c = connect("s4")
         n = check_translated(c, "t4", job, "shared_preload_libraries")
+        stats = check_model_stats(c, n)
         close(c)
     finally:
         c = connect_retry("postgres")
@@ -674,6 +675,65 @@ def scenario_preload():
         C.restart()
     log("jobs: shared_preload_libraries: restart at %d rows done; done %.1f s after it with no use (rows_done %d), "
         "%d rows all = translate(de)" % (at["rows_done"], resumed_s, r["rows_done"], n))
+    log("jobs: statistics (transformer_stat_models): %s" % stats)
+
+
+def check_model_stats(c, rows):
+    """The per-model statistics in shared memory, with the library preloaded (issue 28)."""
+    st = q(c, "SELECT calls, sentences, tokens_in, tokens_out, total_time, cache_hits, cache_misses "
+              "FROM transformer_stat_models WHERE model = %s", MODEL)
+    if len(st) != 1 or st[0][1] < 1:
+        raise Failure("statistics: the job's translations are not counted: %s" % st)
+    c3 = connect("tmpl")
+    one(c3, "SELECT translate('Ein Hund.', %s)", MODEL)
+    one(c, "SELECT transformer_stat_reset(%s)", MODEL)
+    if q(c, "SELECT * FROM transformer_stat_models WHERE model = %s", MODEL):
+        raise Failure("statistics: transformer_stat_reset(model) left the row")
+    if one(c3, "SELECT calls FROM transformer_stat_models WHERE model = %s", MODEL) != 1:
+        raise Failure("statistics: transformer_stat_reset(model) in one database cleared another's")
+    close(c3)
+    doc = "Ein Mann fährt Fahrrad. Zwei Hunde spielen im Schnee."
+    for _ in range(3):
+        one(c, "SELECT translate(%s, %s)", doc, MODEL)
+    calls, sents, tin, tout, total, mean, hits, misses = q(
+        c, "SELECT calls, sentences, tokens_in, tokens_out, total_time, mean_time, cache_hits, cache_misses "
+           "FROM transformer_stat_models WHERE model = %s", MODEL)[0]
+    want_in = one(c, "SELECT 3 * (cardinality(tokenize('Ein Mann fährt Fahrrad.', %s || '/source')) + "
+                     "cardinality(tokenize('Zwei Hunde spielen im Schnee.', %s || '/source')) + 2)", MODEL, MODEL)
+    if (calls, sents, tin) != (3, 6, want_in) or tout < 6 or total <= 0 or abs(mean - total / 3) > 1e-6 \
+            or hits + misses < 3:
+        raise Failure("statistics: 3 calls of 2 sentences (%d tokens) counted as calls %d, sentences %d, tokens in %d "
+                      "out %d, total %.3f ms, mean %.3f, cache hits %d misses %d"
+                      % (want_in, calls, sents, tin, tout, total, mean, hits, misses))
+    # another backend adds to the same row
+    c2 = connect("s4")
+    one(c2, "SELECT translate(%s, %s)", doc, MODEL)
+    close(c2)
+    if one(c, "SELECT calls FROM transformer_stat_models WHERE model = %s", MODEL) != 4:
+        raise Failure("statistics: a second backend's call is not counted in shared memory")
+    # other databases do not see it; reset needs a grant
+    c3 = connect("tmpl")
+    if q(c3, "SELECT * FROM transformer_stat_models WHERE model = %s AND calls >= 4", MODEL):
+        raise Failure("statistics: another database sees this database's row")
+    close(c3)
+    one(c, "CREATE ROLE stats_reader")
+    one(c, "SET ROLE stats_reader")
+    try:
+        one(c, "SELECT transformer_stat_reset()")
+        raise Failure("statistics: a role without a grant could reset them")
+    except psycopg2.Error as e:
+        if e.pgcode != "42501":
+            raise Failure("statistics: reset by a role without a grant: %s, not 42501" % e.pgcode)
+    one(c, "RESET ROLE")
+    readable = one(c, "SELECT count(*) FROM transformer_stat_models")
+    one(c, "SELECT transformer_stat_reset()")
+    left = one(c, "SELECT count(*) FROM transformer_stat_models")
+    if left != 0:
+        raise Failure("statistics: transformer_stat_reset() left %d rows" % left)
+    return ("the job's %d rows counted; 3 calls of 2 sentences: calls 3, sentences 6, tokens in %d (as tokenize() "
+            "counts them), out %d, mean %.1f ms, cache hits %d misses %d; a second backend adds to the row; other "
+            "databases do not see it; reset needs a grant (42501) and clears %d rows"
+            % (rows, tin, tout, mean, hits, misses, readable))
 
 
 # ------------------------------------------------------------------ 5. no free worker slot

@@ -8,7 +8,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(55);
+SELECT plan(58);
 
 SELECT has_function('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean']);
 SELECT has_function('attention_weights', ARRAY['real[]', 'real[]', 'boolean']);
@@ -37,7 +37,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
                                  'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
                                  'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
-                                 'set_model_segment_length', 'measure_segment_length', 'transformer_version')
+                                 'set_model_segment_length', 'measure_segment_length', 'transformer_version',
+                                 'transformer_model_stats', 'transformer_stat_reset')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -59,7 +60,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
-                             'set_model_segment_length(text,integer)',
+                             'set_model_segment_length(text,integer)', 'transformer_stat_reset(text)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
                              'translate_column(regclass,text,text,text,integer,boolean,integer,integer)', 'wait_for_job(bigint,interval)',
                              'transformer_job_sync()')), NULL,
@@ -70,6 +71,11 @@ SELECT matches(transformer_version(),
   'transformer_version() names the version, the kernels chosen for this CPU and the libraries');
 SELECT is(split_part(split_part(transformer_version(), ';', 1), ' ', 2), (SELECT extversion FROM pg_extension WHERE extname = 'transformer'),
   'the library is the installed extension''s version');
+-- without shared_preload_libraries the statistics are off, and say so (test/jobs/run.py checks them preloaded)
+SELECT throws_ok('SELECT * FROM transformer_stat_models', '55000',
+  'transformer statistics must be loaded via "shared_preload_libraries"', 'transformer_stat_models without the preload: 55000');
+SELECT throws_ok('SELECT transformer_stat_reset()', '55000', NULL, 'transformer_stat_reset() without the preload: 55000');
+SELECT ok(NOT has_function_privilege('public', 'transformer_stat_reset(text)', 'EXECUTE'), 'PUBLIC may not reset the statistics');
 
 -- NULL in, NULL out
 SELECT is(self_attention(NULL, '{{1}}', '{{1}}'), NULL, 'self_attention(NULL, ...) is NULL');
