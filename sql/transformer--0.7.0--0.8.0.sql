@@ -28,6 +28,7 @@ COMMENT ON FUNCTION transformer_model_stats() IS
 'per-model statistics of this database, kept in shared memory (needs shared_preload_libraries = ''transformer''): calls of translate() and jobs'' batches, sentences, source and generated tokens, total and mean time in milliseconds, backends'' model cache hits and misses, since when; read them through the view transformer_stat_models';
 
 CREATE VIEW transformer_stat_models AS SELECT * FROM transformer_model_stats();
+GRANT SELECT ON transformer_stat_models TO PUBLIC;
 
 COMMENT ON VIEW transformer_stat_models IS
 'per-model statistics of this database, as pg_stat_statements keeps per-statement ones (needs shared_preload_libraries = ''transformer''); transformer_stat_reset() clears them';

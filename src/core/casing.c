@@ -83,9 +83,10 @@ typedef struct Scan
 	int32_t		len;
 	int32_t		pos;
 	bool		start;			/* the next word begins a sentence */
+	size_t		work;			/* bytes looked at since the interrupt hook was last called */
 } Scan;
 
-#define SCAN_INIT(s, len)	{(const uint8_t *) (s), (int32_t) (len), 0, true}
+#define SCAN_INIT(s, len)	{(const uint8_t *) (s), (int32_t) (len), 0, true, 0}
 
 /*
  * The next word, [*ws, *we), and whether it begins a sentence; false at the
@@ -109,6 +110,7 @@ next_word(Scan *sc, int32_t *ws, int32_t *we, bool *start)
 		}
 		j = i;
 		U8_NEXT(s, j, sc->len, c);
+		SPM_CHECK_INTERRUPTS_WORK(sc->work, j - i);
 		if (is_word_char(c))
 			break;
 		if (c == '\n' || c == '\r' || c == 0x2028 || c == 0x2029 ||
@@ -128,6 +130,7 @@ next_word(Scan *sc, int32_t *ws, int32_t *we, bool *start)
 	{
 		j = i;
 		U8_NEXT(s, j, sc->len, c);
+		SPM_CHECK_INTERRUPTS_WORK(sc->work, j - i);
 		if (is_joiner(c) && j < sc->len)
 		{
 			int32_t		k = j;

@@ -68,7 +68,10 @@ tf_text_words(const char *s, size_t len, const SpmAlloc *a, TfWord **words)
 
 	/* counted first: the allocator has no realloc */
 	for (size_t k = 0; k < len; k++)
+	{
 		n += !is_space(s[k]) && (k == 0 || is_space(s[k - 1]));
+		SPM_CHECK_INTERRUPTS(k);
+	}
 	w = alloc0(a, sizeof(TfWord) * ((size_t) n + 1));
 	if (w == NULL)
 		return -1;
@@ -80,13 +83,13 @@ tf_text_words(const char *s, size_t len, const SpmAlloc *a, TfWord **words)
 					ce,
 					nx;
 
-		while (i < len && is_space(s[i]))
-			i++;
+		for (; i < len && is_space(s[i]); i++)
+			SPM_CHECK_INTERRUPTS(i);
 		if (i >= len)
 			break;
 		st = i;
-		while (i < len && !is_space(s[i]))
-			i++;
+		for (; i < len && !is_space(s[i]); i++)
+			SPM_CHECK_INTERRUPTS(i);
 		cs = st;
 		ce = i;
 		while (cs < ce && is_punct_at(s, ce, cs, &nx))

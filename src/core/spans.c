@@ -550,7 +550,9 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 {
 	Scan		sc;
 	size_t		n = 0,
-				i = 0;
+				i = 0,
+				done = 0,
+				work = 0;
 
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
@@ -565,6 +567,10 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 		UChar32		c = cp_at(&sc, i, &nx);
 		UChar32		prev = cp_before(&sc, i, &pstart);
 		int			kind = 0;
+
+		/* (the scanners look ahead at most a span's length: i bounds the work) */
+		SPM_CHECK_INTERRUPTS_WORK(work, i - done);
+		done = i;
 
 		skip = nx;
 		switch (c)

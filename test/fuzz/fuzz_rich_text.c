@@ -24,6 +24,9 @@
 #include "fuzz_arena.h"
 #include "markup_census.h"
 
+/* the server's interrupt hook (spm_model.c defines it there): none here */
+void		(*spm_interrupt_hook) (void) = NULL;
+
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FAIL(what) (fprintf(stderr, "fuzz_rich_text: %s\n", what), abort())

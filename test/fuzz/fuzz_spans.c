@@ -15,6 +15,9 @@
 #include "spans.h"
 #include "fuzz_arena.h"
 
+/* the server's interrupt hook (spm_model.c defines it there): none here */
+void		(*spm_interrupt_hook) (void) = NULL;
+
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int

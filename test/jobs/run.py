@@ -724,15 +724,15 @@ def check_model_stats(c, rows):
     except psycopg2.Error as e:
         if e.pgcode != "42501":
             raise Failure("statistics: reset by a role without a grant: %s, not 42501" % e.pgcode)
-    one(c, "RESET ROLE")
     readable = one(c, "SELECT count(*) FROM transformer_stat_models")
+    one(c, "RESET ROLE")
     one(c, "SELECT transformer_stat_reset()")
     left = one(c, "SELECT count(*) FROM transformer_stat_models")
     if left != 0:
         raise Failure("statistics: transformer_stat_reset() left %d rows" % left)
     return ("the job's %d rows counted; 3 calls of 2 sentences: calls 3, sentences 6, tokens in %d (as tokenize() "
             "counts them), out %d, mean %.1f ms, cache hits %d misses %d; a second backend adds to the row; other "
-            "databases do not see it; reset needs a grant (42501) and clears %d rows"
+            "databases do not see it; any role reads them, reset needs a grant (42501) and clears %d rows"
             % (rows, tin, tout, mean, hits, misses, readable))
 
 

@@ -14,6 +14,9 @@
 
 #include "casing.h"
 
+/* the server's interrupt hook (spm_model.c defines it there): none here */
+void		(*spm_interrupt_hook) (void) = NULL;
+
 /* seconds for each 16 MB case; sanitizers are 5-10 times slower */
 #if defined(__SANITIZE_ADDRESS__)
 #define TIME_LIMIT 60.0

@@ -15,6 +15,9 @@
 
 #include "spans.h"
 
+/* the server's interrupt hook (spm_model.c defines it there): none here */
+void		(*spm_interrupt_hook) (void) = NULL;
+
 #define ALL TF_SPAN_ALL
 #define URL TF_SPAN_URL
 #define EMAIL TF_SPAN_EMAIL
