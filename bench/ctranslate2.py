@@ -1,0 +1,663 @@
+#!/usr/bin/python3
+"""Our engine against CTranslate2 on the same weights, side by side (issue 28).
+
+1. Conversion.  Each model directory (Marian layout: config.json,
+   model.safetensors, source.spm, target.spm, vocab.json) becomes a
+   CTranslate2 model through CTranslate2's own Python spec API: a
+   ctranslate2.specs.TransformerSpec.from_config() whose every weight is set
+   here from our model.safetensors (read by hand: 8-byte length, JSON header,
+   little-endian F32/F16/BF16 data), then ctranslate2.converters.Converter's
+   convert() (validate, alias the tied weights, quantize, save): once with
+   quantization "float32", once with "int8" (weights per output row,
+   symmetric, fp32 scales).  The layout follows CTranslate2's own converter
+   for Hugging Face's MarianMTModel (converters/transformers.py, BartLoader and
+   MarianMTLoader): q/k/v fused for self-attention, k/v fused for
+   cross-attention, post-norm (pre_norm=False), scaled embeddings, Marian's
+   sinusoidal positions (sin | cos halves, computed here: our files do not
+   store them), the activation of config.json, final_logits_bias when it is
+   not zero.  One difference, on purpose: MarianMTLoader drops the <pad> row
+   and starts the decoder from a zero embedding, which equals Hugging Face's
+   decoding only when that row is zero.  Our models' <pad> rows are not zero
+   (the bundled model's max |w| is 0.047, transformer-base's are random), and
+   Hugging Face, like our engine, starts from that row.  So the row stays,
+   the decoder starts from "<pad>" (decoder_start_token), and "<pad>" is
+   suppressed as the generation config's bad_words_ids say.
+2. Models: the bundled multi30k_de_en (import_model('multi30k_de_en')), and
+   transformer-base (OPUS-MT en-mg's configuration and tokenizers, random
+   weights: benchlib.make_base_model(), as translate_int8.py).  int8:
+   quantize_model(name, name || '_int8') on our side.
+3. Settings, the same on both sides: the model's generation config with
+   Hugging Face's rules (tools/marian_torch.generation_config).  max_length
+   L = min(the config's, 1 + ceil(3 x source ids)) per sentence (translate()'s
+   own default, passed explicitly); the config forces EOS at L - 1, so at
+   most L - 2 tokens come before it: CTranslate2 gets max_decoding_length
+   = L - 2 (L - 1 without forced EOS), min_decoding_length 0 (HF min_length
+   0), length_penalty and no_repeat_ngram_size from the config,
+   return_end_token=True (Hugging Face's length penalty counts EOS), and
+   suppress_sequences = bad_words_ids.  The source is SentencePiece's pieces
+   then "</s>" (our tokenizer's ids are checked equal: SQL tokenize()).
+4. Timing, one thread each side: CTranslate2 Translator(intra_threads=1,
+   inter_threads=1), timed in Python around SentencePiece encoding,
+   translate_batch() and decoding (text in, text out); ours SET
+   transformer.blas_threads = 1, SQL translate(s, model, beam_size => k,
+   max_length => L, split => false, keep => '{}') timed inside the server
+   (clock_timestamp() in plpgsql: no client round trip), the segment length
+   of the model set to its positions (set_model_segment_length(m, NULL)) so
+   that no sentence is cut.  Per sentence, greedy and beam 4, the sides
+   alternating sentence by sentence; then the batch form: groups of 32
+   sentences, beam 4, ours translate(text[]) against translate_batch() of the
+   32, with one max_length per group (the largest L of its sentences).
+   fp32 and int8 each.
+5. Identity: per sentence, SQL generate() (the same options; untimed) against
+   CTranslate2's tokens mapped through vocab.json; batch, our texts against
+   SQL detokenize() of CTranslate2's ids (the same detokenizer on both).
+
+Ratios are CTranslate2's time over ours (> 1: we are faster).
+Needs a running server with the extension installed; skipped (exit 0) when
+the Python module ctranslate2 is not importable.
+Usage: pg_virtualenv -t bench/ctranslate2.py [-n N] [--batch-n M] [--quick] [--reps R]
+       [--models bundled,base] [--parts sentence,batch] [--precisions fp32,int8]
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+# one thread for every library this process loads (OpenBLAS reads it when it loads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# CTranslate2 picks AVX2 on AVX-512 CPUs unless told (CT2_FORCE_CPU_ISA): --ct2-isa sets it before it loads
+if "--ct2-isa" in sys.argv[:-1]:
+    os.environ["CT2_FORCE_CPU_ISA"] = sys.argv[sys.argv.index("--ct2-isa") + 1]
+
+# this file is called ctranslate2.py: keep its directory out of the way of the module
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.modules.pop("ctranslate2", None)
+try:
+    import ctranslate2
+except ImportError:
+    print("CTranslate2 is not installed: build it from its repository (see bench/README.md); skipped")
+    sys.exit(0)
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+import benchlib as bl  # noqa: E402
+
+bl.reexec_with_coretype()
+import psycopg2  # noqa: E402
+import sentencepiece as spm  # noqa: E402
+from ctranslate2.converters import Converter  # noqa: E402
+from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
+
+OUT = "/tmp/transformer_bench_ct2"
+ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+               "gelu_new": common_spec.Activation.GELUTanh, "gelu_fast": common_spec.Activation.GELUTanh,
+               "swish": common_spec.Activation.SWISH, "silu": common_spec.Activation.SWISH}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ------------------------------------------------------------ our files
+
+def read_safetensors(path):
+    """{name: float32 ndarray}: 8-byte little-endian header length, JSON
+    header, raw little-endian data."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        dt = info["dtype"]
+        if dt == "F32":
+            t = np.frombuffer(data, dtype="<f4", count=(b - a) // 4, offset=a)
+        elif dt == "F16":
+            t = np.frombuffer(data, dtype="<f2", count=(b - a) // 2, offset=a).astype(np.float32)
+        elif dt == "BF16":
+            t = (np.frombuffer(data, dtype="<u2", count=(b - a) // 2, offset=a).astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError("%s: dtype %s" % (name, dt))
+        out[name] = np.array(t.reshape(info["shape"]), dtype=np.float32)     # a writable copy
+    return out
+
+
+def sinusoids(n_pos, dim, interleaved):
+    """Marian's (Hugging Face's MarianSinusoidalPositionalEmbedding): sin of
+    pos / 10000^(2i/dim) in the first half, cos in the second; or the paper's
+    interleaving."""
+    pos = np.arange(n_pos, dtype=np.float64)[:, None]
+    i = np.arange(dim // 2, dtype=np.float64)
+    angle = pos / np.power(10000.0, 2 * i / dim)
+    out = np.zeros((n_pos, dim))
+    if interleaved:
+        out[:, 0::2], out[:, 1::2] = np.sin(angle), np.cos(angle)
+    else:
+        out[:, : dim // 2], out[:, dim // 2: 2 * (dim // 2)] = np.sin(angle), np.cos(angle)
+    return out.astype(np.float32)
+
+
+def vocabulary(directory):
+    with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    tokens = [None] * len(vocab)
+    for piece, i in vocab.items():
+        tokens[i] = piece
+    assert None not in tokens, "vocab.json's ids are not 0..%d" % (len(vocab) - 1)
+    return vocab, tokens
+
+
+# ------------------------------------------------------------ the conversion
+
+class MarianDirConverter(Converter):
+    """Our Marian directory as a CTranslate2 TransformerSpec: our code, their library."""
+
+    def __init__(self, directory):
+        self.dir = directory
+
+    def _load(self):
+        with open(os.path.join(self.dir, "config.json")) as f:
+            cfg = json.load(f)
+        gen = bl.mt.generation_config(self.dir, cfg)
+        w = read_safetensors(os.path.join(self.dir, "model.safetensors"))
+        vocab, tokens = vocabulary(self.dir)
+        assert cfg["encoder_attention_heads"] == cfg["decoder_attention_heads"]
+        pre = cfg.get("normalize_before", False)
+        spec = transformer_spec.TransformerSpec.from_config(
+            (cfg["encoder_layers"], cfg["decoder_layers"]), cfg["encoder_attention_heads"],
+            pre_norm=pre, no_final_norm=not cfg.get("add_final_layer_norm", False),
+            activation=ACTIVATIONS[cfg["activation_function"]],
+            layernorm_embedding=cfg.get("normalize_embedding", False))
+        d = cfg["d_model"]
+        scale = math.sqrt(d) if cfg.get("scale_embedding", bl.mt.MARIAN_DEFAULTS["scale_embedding"]) else 1.0
+        kind = cfg.get("position_embedding", "sinusoidal_half")
+        shared = w.get("model.shared.weight")
+
+        def positions(stack):
+            name = "model.%s.embed_positions.weight" % stack
+            if name in w:
+                return w[name]
+            assert kind != "learned", "learned positions but no %s" % name
+            return sinusoids(cfg["max_position_embeddings"], d, kind == "sinusoidal_interleaved")
+
+        def linear(s, prefix, bias=True):
+            s.weight = w[prefix + ".weight"]
+            if bias and prefix + ".bias" in w:
+                s.bias = w[prefix + ".bias"]
+
+        def fused(s, prefixes):
+            s.weight = np.concatenate([w[p + ".weight"] for p in prefixes])
+            s.bias = np.concatenate([w.get(p + ".bias", np.zeros(w[p + ".weight"].shape[0], np.float32))
+                                     for p in prefixes])
+
+        def norm(s, prefix):
+            s.gamma, s.beta = w[prefix + ".weight"], w[prefix + ".bias"]
+
+        for stack, ss in (("encoder", spec.encoder), ("decoder", spec.decoder)):
+            ss.scale_embeddings = scale
+            ss.position_encodings.encodings = positions(stack)
+            emb = shared if shared is not None else w["model.%s.embed_tokens.weight" % stack]
+            (ss.embeddings[0] if isinstance(ss.embeddings, list) else ss.embeddings).weight = emb
+            if cfg.get("add_final_layer_norm", False):
+                norm(ss.layer_norm, "model.%s.layer_norm" % stack)
+            if cfg.get("normalize_embedding", False):
+                norm(ss.layernorm_embedding, "model.%s.layernorm_embedding" % stack)
+            for i, ls in enumerate(ss.layer):
+                p = "model.%s.layers.%d." % (stack, i)
+                fused(ls.self_attention.linear[0], [p + "self_attn.%s_proj" % x for x in "qkv"])
+                linear(ls.self_attention.linear[1], p + "self_attn.out_proj")
+                norm(ls.self_attention.layer_norm, p + "self_attn_layer_norm")
+                if stack == "decoder":
+                    fused(ls.attention.linear[0], [p + "encoder_attn.q_proj"])
+                    fused(ls.attention.linear[1], [p + "encoder_attn.%s_proj" % x for x in "kv"])
+                    linear(ls.attention.linear[2], p + "encoder_attn.out_proj")
+                    norm(ls.attention.layer_norm, p + "encoder_attn_layer_norm")
+                linear(ls.ffn.linear_0, p + "fc1")
+                linear(ls.ffn.linear_1, p + "fc2")
+                norm(ls.ffn.layer_norm, p + "final_layer_norm")
+        dec_emb = shared if shared is not None else w["model.decoder.embed_tokens.weight"]
+        spec.decoder.projection.weight = w.get("lm_head.weight", dec_emb)
+        bias = w.get("final_logits_bias")
+        if bias is not None and np.any(bias != 0):
+            spec.decoder.projection.bias = bias.reshape(-1)
+        # Hugging Face (and our engine) start the decoder from the embedding of
+        # decoder_start_token_id, <pad> for Marian; its row is kept (see above)
+        spec.decoder.start_from_zero_embedding = False
+        assert len(tokens) == cfg["vocab_size"], (len(tokens), cfg["vocab_size"])
+        spec.register_source_vocabulary(tokens)
+        spec.register_target_vocabulary(tokens)
+        spec.config.eos_token = tokens[gen["eos_token_id"]]
+        spec.config.unk_token = tokens[cfg.get("unk_token_id", vocab.get("<unk>", 1))]
+        spec.config.decoder_start_token = tokens[gen["decoder_start_token_id"]]
+        spec.config.layer_norm_epsilon = 1e-5       # torch.nn.LayerNorm's, as MarianMTModel
+        return spec
+
+
+def convert(directory, name, quantization):
+    out = os.path.join(OUT, "%s_%s" % (name, quantization))
+    t0 = time.time()
+    MarianDirConverter(directory).convert(out, quantization=quantization, force=True)
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    log("  converted %s with quantization %s: %s, %.1f MB, %.1f s" % (directory, quantization, out, size / 1e6,
+                                                                     time.time() - t0))
+    return out
+
+
+# ------------------------------------------------------------ the machine
+
+def cpu_ticks(pid="self"):
+    with open("/proc/%s/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]
+
+
+class LoadMeter:
+    """Cores used by other processes (not this one, not the backend) since creation."""
+
+    def __init__(self, backend):
+        self.backend, self.hz = backend, os.sysconf("SC_CLK_TCK")
+        self.t0, self.b0, self.o0 = time.time(), busy_ticks(), self.own()
+
+    def own(self):
+        return cpu_ticks() + cpu_ticks(self.backend)
+
+    def others(self):
+        return max(0.0, (busy_ticks() - self.b0 - (self.own() - self.o0)) / self.hz / (time.time() - self.t0))
+
+
+def wait_quiet(minutes, backend):
+    """Wait until other processes use under 0.15 cores over 5 s (up to minutes)."""
+    deadline = time.time() + 60 * minutes
+    while True:
+        m = LoadMeter(backend)
+        time.sleep(5)
+        load = m.others()
+        if load < 0.15 or time.time() > deadline:
+            return load
+        log("  waiting for a quiet machine: other processes use %.2f cores" % load)
+        time.sleep(25)
+
+
+def ct2_backends(model_dir):
+    """CTranslate2's own report of its CPU backends (CT2_VERBOSE=1 on load), in a child."""
+    code = ("import ctranslate2 as c; t = c.Translator(%r, compute_type='int8_float32', intra_threads=1); "
+            "t.translate_batch([['</s>']], max_decoding_length=1)" % model_dir)
+    env = dict(os.environ, CT2_VERBOSE="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/")
+    lines = [re.sub(r"^\[[^]]*\] \[ctranslate2\] \[thread \d+\] \[info\] ", "", l).strip()
+             for l in (r.stdout + r.stderr).splitlines() if "[info]" in l]
+    return lines or [(r.stdout + r.stderr).strip()[:300]]
+
+
+def ct2_libraries():
+    libs = set()
+    base = os.path.dirname(ctranslate2.__file__)
+    for root, _, files in os.walk(base):
+        for f in files:
+            if f.endswith(".so") or ".so." in f:
+                out = subprocess.run(["ldd", os.path.join(root, f)], capture_output=True, text=True).stdout
+                for line in out.splitlines():
+                    if re.search(r"ctranslate2|blas|dnnl|mkl|omp|ruy", line):
+                        libs.add(line.strip().split(" (")[0])
+    return sorted(libs)
+
+
+def machine(cur):
+    info = open("/proc/cpuinfo").read()
+    cpu = re.search(r"model name\s*:\s*(.*)", info).group(1)
+    fam = re.search(r"cpu family\s*:\s*(\d+)", info).group(1)
+    model = re.search(r"\nmodel\s*:\s*(\d+)", info).group(1)
+    flags = re.search(r"flags\s*:\s*(.*)", info).group(1).split()
+    simd = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "avx_vnni") if f in flags]
+    cur.execute("SELECT version(), current_setting('transformer.blas_threads'), "
+                "(SELECT extversion FROM pg_extension WHERE extname = 'transformer')")
+    pgv, bt, ext = cur.fetchone()
+    try:
+        cur.execute("SELECT transformer_version()")
+        kernels = cur.fetchone()[0]
+    except psycopg2.Error:
+        cur.connection.rollback() if not cur.connection.autocommit else None
+        kernels = "avx512vnni int8 / avx512 fp32 as chosen at run time (src/core/gemm_int8.c)"
+    log("machine: %s, %d CPUs (family %s model %s), %s, kernel %s, OPENBLAS_CORETYPE=%s" % (
+        cpu, os.cpu_count(), fam, model, " ".join(simd), platform.release(), os.environ.get("OPENBLAS_CORETYPE")))
+    log("ours:    extension %s, transformer.blas_threads %s, %s; %s" % (ext, bt, pgv.split(" on ")[0], kernels))
+
+
+# ------------------------------------------------------------ the two sides
+
+TIMED = """
+CREATE OR REPLACE FUNCTION pg_temp.timed_one(q text, g text, reps int, OUT secs float8, OUT txt text, OUT ids int[])
+LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz; ts float8[] := '{}';
+BEGIN
+  FOR i IN 1..reps LOOP
+    t0 := clock_timestamp();
+    EXECUTE q INTO txt;
+    ts := ts || extract(epoch FROM clock_timestamp() - t0)::float8;
+  END LOOP;
+  secs := (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(ts) x);
+  EXECUTE g INTO ids;
+END $$;
+CREATE OR REPLACE FUNCTION pg_temp.timed_batch(q text, reps int, OUT secs float8, OUT texts text[])
+LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz; ts float8[] := '{}';
+BEGIN
+  FOR i IN 1..reps LOOP
+    t0 := clock_timestamp();
+    EXECUTE q INTO texts;
+    ts := ts || extract(epoch FROM clock_timestamp() - t0)::float8;
+  END LOOP;
+  secs := (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(ts) x);
+END $$;
+"""
+
+
+def q(s):
+    return bl.quote(s)
+
+
+class Model:
+    """One model on both sides: our SQL names (fp32, int8), the CTranslate2
+    translators, the tokenizers and the generation settings."""
+
+    def __init__(self, label, directory, sql_name, lang):
+        self.label, self.dir, self.sql = label, directory, {"fp32": sql_name, "int8": sql_name + "_int8"}
+        self.lang = lang
+        with open(os.path.join(directory, "config.json")) as f:
+            self.cfg = json.load(f)
+        self.gen = bl.mt.generation_config(directory, self.cfg)
+        self.vocab, self.tokens = vocabulary(directory)
+        self.src_sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
+        self.tgt_sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, "target.spm"))
+        self.eos = self.tokens[self.gen["eos_token_id"]]
+        self.unk = self.vocab.get("<unk>", 1)
+        g = self.gen
+        self.ct2_opts = {
+            "length_penalty": g["length_penalty"],
+            "no_repeat_ngram_size": g["no_repeat_ngram_size"] or 0,
+            "repetition_penalty": g["repetition_penalty"] or 1.0,
+            "min_decoding_length": max(0, (g["min_length"] or 0) - 1),
+            "return_end_token": True,
+            "return_scores": False,
+            "suppress_sequences": [[self.tokens[i] for i in seq] for seq in (g["bad_words_ids"] or [])
+                                   if seq != [g["eos_token_id"]]] or None,
+        }
+        self.forced_eos = g["forced_eos_token_id"] is not None
+        self.max_len_cfg = bl.mt._max_length(g)
+
+    def pieces(self, s):
+        return self.src_sp.encode(s, out_type=str) + [self.eos]
+
+    def source_ids(self, s):
+        return [self.vocab.get(p, self.unk) for p in self.pieces(s)]
+
+    def max_length(self, s):
+        """translate()'s default: the config's, capped at 1 + ceil(3 x source ids)."""
+        return min(self.max_len_cfg, self.cfg["max_position_embeddings"] + 1, 1 + math.ceil(3 * len(self.pieces(s))))
+
+    def ct2_max(self, L):
+        return L - 1 - (1 if self.forced_eos else 0)
+
+    def settings(self):
+        g = self.gen
+        return ("generation config: length_penalty %s, early_stopping %s, no_repeat_ngram_size %s, "
+                "repetition_penalty %s, min_length %s, bad_words_ids %s, forced_eos_token_id %s, max_length %s; "
+                "CTranslate2 gets %s" % (g["length_penalty"], g["early_stopping"], g["no_repeat_ngram_size"],
+                                         g["repetition_penalty"], g["min_length"], g["bad_words_ids"],
+                                         g["forced_eos_token_id"], self.max_len_cfg,
+                                         ", ".join("%s=%s" % kv for kv in self.ct2_opts.items())))
+
+    # ---- CTranslate2: text in, text out (SentencePiece on both ends), timed in Python
+    def ct2(self, tr, texts, beam, L, reps=1, patience=1):
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            res = tr.translate_batch([self.pieces(s) for s in texts], beam_size=beam, patience=patience,
+                                     max_decoding_length=self.ct2_max(L), **self.ct2_opts)
+            hyps = [[t for t in r.hypotheses[0] if t != self.eos] for r in res]
+            out = [self.tgt_sp.decode_pieces(h) for h in hyps]
+            ts.append(time.perf_counter() - t0)
+        ids = [[self.vocab[t] for t in h] for h in hyps]
+        return sorted(ts)[len(ts) // 2], out, ids
+
+    # ---- ours, timed in the server
+    def translate_sql(self, prec, text_sql, beam, L):
+        return ("SELECT translate(%s, %s, beam_size => %d, max_length => %d, split => false, keep => '{}')"
+                % (text_sql, q(self.sql[prec]), beam, L))
+
+    def ours(self, cur, prec, s, beam, L, reps=1):
+        gen = "SELECT generate(%s, %s, beam_size => %d, max_length => %d)" % (q(s), q(self.sql[prec]), beam, L)
+        cur.execute("SELECT * FROM pg_temp.timed_one(%s, %s, %s)",
+                    (self.translate_sql(prec, q(s), beam, L), gen, reps))
+        secs, txt, ids = cur.fetchone()
+        return secs, txt, list(ids)
+
+    def ours_batch(self, cur, prec, texts, beam, L, reps=1):
+        arr = "ARRAY[%s]" % ",".join(q(s) for s in texts)
+        cur.execute("SELECT * FROM pg_temp.timed_batch(%s, %s)", (self.translate_sql(prec, arr, beam, L), reps))
+        secs, out = cur.fetchone()
+        return secs, list(out)
+
+
+def first_diff(a, b):
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def import_models(cur, which):
+    models = []
+    cur.execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS transformer")
+    for m in which:
+        t0 = time.time()
+        if m == "bundled":
+            name, directory, lang = "multi30k_de_en", bl.BUNDLED, "de"
+            for n in (name + "_int8", name):
+                cur.execute("SELECT drop_model(%s)", (n,))
+            cur.execute("SELECT import_model(%s)", (name,))
+        else:
+            directory, params = bl.make_base_model("F32")
+            name, lang = "base_random", "en"
+            for n in (name + "_int8", name):
+                cur.execute("SELECT drop_model(%s)", (n,))
+            cur.execute("SELECT import_model(%s, %s)", (name, directory))
+        cur.execute("SELECT quantize_model(%s, %s)", (name, name + "_int8"))
+        for n in (name, name + "_int8"):      # no sentence cut before its positions
+            cur.execute("SELECT set_model_segment_length(%s, NULL)", (n,))
+        log("%s: imported %s and quantize_model() to %s_int8 in %.1f s" % (m, name, name, time.time() - t0))
+        models.append(Model(m, directory, name, lang))
+    return models
+
+
+# ------------------------------------------------------------ main
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=100, help="sentences timed one at a time")
+    ap.add_argument("--batch-n", type=int, default=320, help="sentences of the batch part (groups of --batch)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--quick", action="store_true", help="-n 20 --batch-n 64")
+    ap.add_argument("--reps", type=int, default=1, help="runs of each timing (median)")
+    ap.add_argument("--models", default="bundled,base")
+    ap.add_argument("--parts", default="sentence,batch")
+    ap.add_argument("--precisions", default="fp32,int8")
+    ap.add_argument("--ct2-isa", help="CT2_FORCE_CPU_ISA for CTranslate2 (AVX512, AVX2, ...; default: its choice)")
+    ap.add_argument("--wait-quiet", type=float, default=10, help="minutes to wait for other processes to stop")
+    args = ap.parse_args()
+    if args.quick:
+        args.n, args.batch_n = min(args.n, 20), min(args.batch_n, 64)
+    parts, precs = set(args.parts.split(",")), args.precisions.split(",")
+    os.makedirs(OUT, exist_ok=True)
+
+    conn = psycopg2.connect("")
+    conn.autocommit = True
+    cur = conn.cursor()
+    models = import_models(cur, args.models.split(","))
+    cur.execute("SET transformer.blas_threads = 1; SET client_min_messages = warning")
+    cur.execute(TIMED)
+    cur.execute("SELECT pg_backend_pid()")
+    backend = cur.fetchone()[0]
+    machine(cur)
+    log("CTranslate2: %s (%s), CPU compute types %s; linked: %s" % (
+        ctranslate2.__version__, os.path.dirname(ctranslate2.__file__),
+        ", ".join(sorted(ctranslate2.get_supported_compute_types("cpu"))), ", ".join(ct2_libraries()) or "?"))
+
+    rows = []
+    for m in models:
+        log("\n== %s (%s): %s" % (m.label, m.dir, m.settings()))
+        ct2_dirs = {"fp32": convert(m.dir, m.label, "float32"), "int8": convert(m.dir, m.label, "int8")}
+        ct2_types = {"fp32": "float32", "int8": "int8_float32"}
+        if m is models[0]:
+            log("  CTranslate2 on load (CT2_VERBOSE=1): " + "; ".join(ct2_backends(ct2_dirs["int8"])))
+        trs = {}
+        for p in precs:
+            trs[p] = ctranslate2.Translator(ct2_dirs[p], device="cpu", compute_type=ct2_types[p],
+                                            inter_threads=1, intra_threads=1)
+            log("  CTranslate2 %s: %s, compute_type %s, intra_threads 1, inter_threads 1" % (
+                p, ct2_dirs[p], trs[p].compute_type))
+        n_all = max(args.n if "sentence" in parts else 0, args.batch_n if "batch" in parts else 0)
+        sents = bl.sentences(m.lang, n_all)
+        # our source ids are SentencePiece's pieces through vocab.json, then EOS
+        same_src = 0
+        for s in sents:
+            cur.execute("SELECT tokenize(%s, %s)", (s, m.sql["fp32"] + "/source"))
+            same_src += list(cur.fetchone()[0]) + [m.gen["eos_token_id"]] == m.source_ids(s)
+        log("  source ids: SQL tokenize() + EOS = SentencePiece pieces + %s through vocab.json: %d/%d"
+            % (m.eos, same_src, len(sents)))
+        # warm both sides (load, pack, first allocations)
+        for p in precs:
+            m.ours(cur, p, sents[0], 4, m.max_length(sents[0]))
+            m.ct2(trs[p], sents[:1], 4, m.max_length(sents[0]))
+        # a CTranslate2 model quantized at load time (compute_type int8 on the fp32 conversion): same ids?
+        if "int8" in precs:
+            alt = ctranslate2.Translator(ct2_dirs["fp32"], device="cpu", compute_type="int8_float32",
+                                         inter_threads=1, intra_threads=1)
+            k = min(5, len(sents))
+            same = sum(m.ct2(alt, [s], b, m.max_length(s))[2] == m.ct2(trs["int8"], [s], b, m.max_length(s))[2]
+                       for s in sents[:k] for b in (1, 4))
+            log("  CTranslate2 int8: converted with quantization int8 vs fp32 conversion loaded with compute_type "
+                "int8_float32: same ids %d/%d (greedy and beam 4, %d sentences)" % (same, 2 * k, k))
+            del alt
+
+        log("  waiting until the machine is quiet (up to %g minutes)" % args.wait_quiet)
+        log("  other processes: %.2f cores" % wait_quiet(args.wait_quiet, backend))
+
+        if "sentence" in parts:
+            meter = LoadMeter(backend)
+            t = {(b, p): {"ct2": [], "ours": []} for b in (1, 4) for p in precs}
+            same = {k: 0 for k in t}
+            same_p2 = {k: 0 for k in t}
+            same_txt = {k: 0 for k in t}
+            toks = {k: 0 for k in t}
+            diffs = {k: [] for k in t}
+            for i, s in enumerate(sents[: args.n]):
+                L = m.max_length(s)
+                for b in (1, 4):
+                    for p in precs:
+                        k = (b, p)
+                        o_secs, o_txt, o_ids = m.ours(cur, p, s, b, L, args.reps)
+                        c_secs, c_txt, c_ids = m.ct2(trs[p], [s], b, L, args.reps)
+                        t[k]["ours"].append(o_secs)
+                        t[k]["ct2"].append(c_secs)
+                        toks[k] += len(o_ids)
+                        if o_ids == c_ids[0]:
+                            same[k] += 1
+                            same_p2[k] += 1
+                        else:
+                            diffs[k].append((i, first_diff(o_ids, c_ids[0]), len(o_ids), len(c_ids[0])))
+                            # CTranslate2 stops a beam search once beam_size hypotheses are finished;
+                            # Hugging Face goes on while a running beam can still win: patience 2?
+                            if b > 1:
+                                same_p2[k] += m.ct2(trs[p], [s], b, L, patience=2)[2][0] == o_ids
+                        same_txt[k] += o_txt == c_txt[0]
+                if (i + 1) % 10 == 0:
+                    log("  sentence %d/%d: %s" % (i + 1, args.n, ", ".join(
+                        "%s %s %.1f/%.1f ms" % ("greedy" if b == 1 else "beam 4", p, 1e3 * t[(b, p)]["ct2"][-1],
+                                                1e3 * t[(b, p)]["ours"][-1]) for b in (1, 4) for p in precs)))
+            n = args.n
+            log("  per sentence: other processes used %.2f cores" % meter.others())
+            for (b, p), tt in t.items():
+                r = [c / o for c, o in zip(tt["ct2"], tt["ours"])]
+                rows.append((m.label, "greedy" if b == 1 else "beam 4", p, "per sentence",
+                             1e3 * statistics.mean(tt["ct2"]), 1e3 * statistics.mean(tt["ours"]),
+                             statistics.median(r), min(r), max(r), "%d/%d" % (same[(b, p)], n),
+                             "%d/%d" % (same_p2[(b, p)], n) if b > 1 else "", toks[(b, p)] / n))
+                log("  %s %s: ids identical %d/%d, texts %d/%d, %.1f tokens/sentence (ours)%s" % (
+                    "greedy" if b == 1 else "beam 4", p, same[(b, p)], n, same_txt[(b, p)], n, toks[(b, p)] / n,
+                    ("; differ (sentence, first different position, our length, theirs): %s" %
+                     ", ".join("(%d, %d, %d, %d)" % d for d in diffs[(b, p)][:12])) if diffs[(b, p)] else ""))
+
+        if "batch" in parts:
+            meter = LoadMeter(backend)
+            B = args.batch
+            groups = [sents[i: i + B] for i in range(0, args.batch_n, B)]
+            for p in precs:        # a first batch on each side, untimed (allocations of batch size)
+                L = max(m.max_length(s) for s in groups[0])
+                m.ours_batch(cur, p, groups[0], 4, L)
+                m.ct2(trs[p], groups[0], 4, L)
+            for p in precs:
+                o_t, c_t, ok, ok2, total, ntok = [], [], 0, 0, 0, 0
+                for g in groups:
+                    L = max(m.max_length(s) for s in g)
+                    o_secs, o_out = m.ours_batch(cur, p, g, 4, L, args.reps)
+                    c_secs, c_out, c_ids = m.ct2(trs[p], g, 4, L, args.reps)
+                    o_t.append(o_secs)
+                    c_t.append(c_secs)
+                    c_sql = []
+                    for ids in c_ids:
+                        cur.execute("SELECT detokenize(%s::int[], %s)", (ids, m.sql[p] + "/target"))
+                        c_sql.append(cur.fetchone()[0])
+                    ok += sum(a == b for a, b in zip(o_out, c_sql))
+                    if c_sql != o_out:          # the same with patience 2 (untimed)
+                        c2 = m.ct2(trs[p], g, 4, L, patience=2)[2]
+                        for ids, o in zip(c2, o_out):
+                            cur.execute("SELECT detokenize(%s::int[], %s)", (ids, m.sql[p] + "/target"))
+                            ok2 += cur.fetchone()[0] == o
+                    else:
+                        ok2 += len(g)
+                    total += len(g)
+                    ntok += sum(len(x) for x in c_ids)
+                    log("  batch of %d, beam 4, %s, max_length %d: CTranslate2 %.2f s, ours %.2f s" % (
+                        len(g), p, L, c_secs, o_secs))
+                r = [c / o for c, o in zip(c_t, o_t)]
+                rows.append((m.label, "beam 4", p, "batch of %d" % B, 1e3 * sum(c_t) / total, 1e3 * sum(o_t) / total,
+                             sum(c_t) / sum(o_t), min(r), max(r), "%d/%d" % (ok, total), "%d/%d" % (ok2, total),
+                             ntok / total))
+            log("  batch part: other processes used %.2f cores" % meter.others())
+        del trs
+
+    log("\n| model | decoding | precision | form | CTranslate2 ms/sentence | ours ms/sentence | "
+        "**CTranslate2 / ours** | same output | same with patience 2 | tokens/sentence |")
+    log("|---|---|---|---|---|---|---|---|---|---|")
+    for mod, dec, p, form, c, o, r, lo, hi, same_, same2, tk in rows:
+        log("| %s | %s | %s | %s | %.1f | %.1f | **%.2fx** [%.2f, %.2f] | %s | %s | %.1f |" % (
+            mod, dec, p, form, c, o, r, lo, hi, same_, same2, tk))
+    log("(per sentence: mean times, median [min, max] of the per-sentence ratios, ids compared (SQL generate()); "
+        "batch: total times over all groups, their ratio [min, max of the groups' ratios], texts compared "
+        "(SQL detokenize() of CTranslate2's ids); %d run(s) each, median)" % args.reps)
+    conn.close()
+
+
+if __name__ == "__main__":
+    main()
