@@ -603,8 +603,10 @@ def main():
                              1e3 * statistics.mean(tt["ct2"]), 1e3 * statistics.mean(tt["ours"]),
                              statistics.median(r), min(r), max(r), "%d/%d" % (same[(b, p)], n),
                              "%d/%d" % (same_p2[(b, p)], n) if b > 1 else "", toks[(b, p)] / n))
-                log("  %s %s: ids identical %d/%d, texts %d/%d, %.1f tokens/sentence (ours)%s" % (
-                    "greedy" if b == 1 else "beam 4", p, same[(b, p)], n, same_txt[(b, p)], n, toks[(b, p)] / n,
+                log("  %s %s: ids identical %d/%d (CTranslate2 with patience 2: %d/%d), texts %d/%d, "
+                    "%.1f tokens/sentence (ours)%s" % (
+                    "greedy" if b == 1 else "beam 4", p, same[(b, p)], n, same_p2[(b, p)], n, same_txt[(b, p)], n,
+                    toks[(b, p)] / n,
                     ("; differ (sentence, first different position, our length, theirs): %s" %
                      ", ".join("(%d, %d, %d, %d)" % d for d in diffs[(b, p)][:12])) if diffs[(b, p)] else ""))
 
@@ -638,8 +640,8 @@ def main():
                         ok2 += len(g)
                     total += len(g)
                     ntok += sum(len(x) for x in c_ids)
-                    log("  batch of %d, beam 4, %s, max_length %d: CTranslate2 %.2f s, ours %.2f s" % (
-                        len(g), p, L, c_secs, o_secs))
+                    log("  batch of %d, beam 4, %s, max_length %d: CTranslate2 %.2f s, ours %.2f s: %.2fx" % (
+                        len(g), p, L, c_secs, o_secs, c_secs / o_secs))
                 r = [c / o for c, o in zip(c_t, o_t)]
                 rows.append((m.label, "beam 4", p, "batch of %d" % B, 1e3 * sum(c_t) / total, 1e3 * sum(o_t) / total,
                              sum(c_t) / sum(o_t), min(r), max(r), "%d/%d" % (ok, total), "%d/%d" % (ok2, total),
