@@ -7,6 +7,7 @@ OBJS = \
 	src/core/tensor_ops.o \
 	src/core/gemm.o \
 	src/core/gemm_int8.o \
+	src/core/threads.o \
 	src/core/attention.o \
 	src/core/online_softmax.o \
 	src/pg/pg_arrays.o \
@@ -108,7 +109,7 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/attention.c src/core/online_softmax.c \
+CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
 CORE_SRC += src/core/torch_zip.c src/core/torch_pickle.c src/core/safetensors.c
@@ -257,6 +258,7 @@ mutation:
 	$(PYTHON) test/mutation/run.py --shard 2/2 > test/mutation/shard2.log 2>&1; r2=$$?; \
 	wait $$pid; r1=$$?; \
 	grep -h -v '^  unmutated\|^      ' test/mutation/shard1.log test/mutation/shard2.log; \
+	grep -h '^NOT CAUGHT' test/mutation/shard1.log test/mutation/shard2.log; \
 	test $$r1 -eq 0 && test $$r2 -eq 0
 .PHONY: mutation
 
@@ -291,8 +293,8 @@ bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-int8: bench/bench_int8
-bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c -ldnnl -lopenblas -lm
+bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c -ldnnl -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
@@ -449,7 +451,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/online_softmax.c
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/online_softmax.c
 test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm

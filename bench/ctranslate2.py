@@ -46,8 +46,9 @@
    that no sentence is cut.  Per sentence, greedy and beam 4, the sides
    alternating sentence by sentence; then the batch form: groups of 32
    sentences, beam 4, ours translate(text[]) against translate_batch() of the
-   32, with one max_length per group (the largest L of its sentences).
-   fp32 and int8 each.
+   32, with one max_length per group (the largest L of its sentences), the
+   median of --batch-reps runs per group with the sides alternating.  fp32
+   and int8 each.
 5. Identity: per sentence, SQL generate() (the same options; untimed) against
    CTranslate2's tokens mapped through vocab.json; batch, our texts against
    SQL detokenize() of CTranslate2's ids (the same detokenizer on both).
@@ -55,7 +56,7 @@
 Ratios are CTranslate2's time over ours (> 1: we are faster).
 Needs a running server with the extension installed; skipped (exit 0) when
 the Python module ctranslate2 is not importable.
-Usage: pg_virtualenv -t bench/ctranslate2.py [-n N] [--batch-n M] [--quick] [--reps R]
+Usage: pg_virtualenv -t bench/ctranslate2.py [-n N] [--batch-n M] [--quick] [--reps R] [--batch-reps R]
        [--models bundled,base] [--parts sentence,batch] [--precisions fp32,int8]
 """
 import argparse
@@ -497,7 +498,8 @@ def main():
     ap.add_argument("-n", type=int, default=100, help="sentences timed one at a time")
     ap.add_argument("--batch-n", type=int, default=320, help="sentences of the batch part (groups of --batch)")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--quick", action="store_true", help="-n 20 --batch-n 64")
+    ap.add_argument("--batch-reps", type=int, default=3, help="runs of each batch, the sides alternating (median)")
+    ap.add_argument("--quick", action="store_true", help="-n 20 --batch-n 64 --batch-reps 1")
     ap.add_argument("--reps", type=int, default=1, help="runs of each timing (median)")
     ap.add_argument("--models", default="bundled,base")
     ap.add_argument("--parts", default="sentence,batch")
@@ -506,7 +508,7 @@ def main():
     ap.add_argument("--wait-quiet", type=float, default=10, help="minutes to wait for other processes to stop")
     args = ap.parse_args()
     if args.quick:
-        args.n, args.batch_n = min(args.n, 20), min(args.batch_n, 64)
+        args.n, args.batch_n, args.batch_reps = min(args.n, 20), min(args.batch_n, 64), 1
     parts, precs = set(args.parts.split(",")), args.precisions.split(",")
     os.makedirs(OUT, exist_ok=True)
 
@@ -571,13 +573,16 @@ def main():
             same_txt = {k: 0 for k in t}
             toks = {k: 0 for k in t}
             diffs = {k: [] for k in t}
+            int8_same = {(b, side): 0 for b in (1, 4) for side in ("ours", "ct2")}    # int8 ids = fp32 ids
             for i, s in enumerate(sents[: args.n]):
                 L = m.max_length(s)
                 for b in (1, 4):
+                    got = {}
                     for p in precs:
                         k = (b, p)
                         o_secs, o_txt, o_ids = m.ours(cur, p, s, b, L, args.reps)
                         c_secs, c_txt, c_ids = m.ct2(trs[p], [s], b, L, args.reps)
+                        got[p] = (o_ids, c_ids[0])
                         t[k]["ours"].append(o_secs)
                         t[k]["ct2"].append(c_secs)
                         toks[k] += len(o_ids)
@@ -591,12 +596,19 @@ def main():
                             if b > 1:
                                 same_p2[k] += m.ct2(trs[p], [s], b, L, patience=2)[2][0] == o_ids
                         same_txt[k] += o_txt == c_txt[0]
+                    if len(got) == 2:
+                        int8_same[(b, "ours")] += got["int8"][0] == got["fp32"][0]
+                        int8_same[(b, "ct2")] += got["int8"][1] == got["fp32"][1]
                 if (i + 1) % 10 == 0:
                     log("  sentence %d/%d: %s" % (i + 1, args.n, ", ".join(
                         "%s %s %.1f/%.1f ms" % ("greedy" if b == 1 else "beam 4", p, 1e3 * t[(b, p)]["ct2"][-1],
                                                 1e3 * t[(b, p)]["ours"][-1]) for b in (1, 4) for p in precs)))
             n = args.n
             log("  per sentence: other processes used %.2f cores" % meter.others())
+            if len(precs) == 2:
+                log("  int8 ids = fp32 ids of the same side: ours greedy %d/%d, beam 4 %d/%d; CTranslate2 greedy "
+                    "%d/%d, beam 4 %d/%d" % (int8_same[(1, "ours")], args.n, int8_same[(4, "ours")], args.n,
+                                             int8_same[(1, "ct2")], args.n, int8_same[(4, "ct2")], args.n))
             for (b, p), tt in t.items():
                 r = [c / o for c, o in zip(tt["ct2"], tt["ours"])]
                 rows.append((m.label, "greedy" if b == 1 else "beam 4", p, "per sentence",
@@ -622,8 +634,13 @@ def main():
                 o_t, c_t, ok, ok2, total, ntok = [], [], 0, 0, 0, 0
                 for g in groups:
                     L = max(m.max_length(s) for s in g)
-                    o_secs, o_out = m.ours_batch(cur, p, g, 4, L, args.reps)
-                    c_secs, c_out, c_ids = m.ct2(trs[p], g, 4, L, args.reps)
+                    os_, cs_ = [], []
+                    for _ in range(args.batch_reps):        # the sides alternate
+                        o_secs, o_out = m.ours_batch(cur, p, g, 4, L)
+                        c_secs, c_out, c_ids = m.ct2(trs[p], g, 4, L)
+                        os_.append(o_secs)
+                        cs_.append(c_secs)
+                    o_secs, c_secs = statistics.median(os_), statistics.median(cs_)
                     o_t.append(o_secs)
                     c_t.append(c_secs)
                     c_sql = []
@@ -640,8 +657,9 @@ def main():
                         ok2 += len(g)
                     total += len(g)
                     ntok += sum(len(x) for x in c_ids)
-                    log("  batch of %d, beam 4, %s, max_length %d: CTranslate2 %.2f s, ours %.2f s: %.2fx" % (
-                        len(g), p, L, c_secs, o_secs, c_secs / o_secs))
+                    log("  batch of %d, beam 4, %s, max_length %d: CTranslate2 %s s, ours %s s: %.2fx" % (
+                        len(g), p, L, " ".join("%.2f" % x for x in cs_), " ".join("%.2f" % x for x in os_),
+                        c_secs / o_secs))
                 r = [c / o for c, o in zip(c_t, o_t)]
                 rows.append((m.label, "beam 4", p, "batch of %d" % B, 1e3 * sum(c_t) / total, 1e3 * sum(o_t) / total,
                              sum(c_t) / sum(o_t), min(r), max(r), "%d/%d" % (ok, total), "%d/%d" % (ok2, total),
@@ -657,7 +675,8 @@ def main():
             mod, dec, p, form, c, o, r, lo, hi, same_, same2, tk))
     log("(per sentence: mean times, median [min, max] of the per-sentence ratios, ids compared (SQL generate()); "
         "batch: total times over all groups, their ratio [min, max of the groups' ratios], texts compared "
-        "(SQL detokenize() of CTranslate2's ids); %d run(s) each, median)" % args.reps)
+        "(SQL detokenize() of CTranslate2's ids); per sentence %d run(s) each, batch %d, medians)"
+        % (args.reps, args.batch_reps))
     conn.close()
 
 

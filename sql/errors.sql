@@ -54,6 +54,7 @@ SELECT softmax_weighted_sum_final('{{1,2,3,4}}');
 SELECT softmax_weighted_sum_accum('{1,NULL,3,4}', 1, '{1}');
 SELECT softmax_weighted_sum_combine('{1,0,1,5}', '{1,0,1,5,6}');
 -- settings
-SET transformer.blas_threads = 0;
-SET transformer.blas_threads = 65;
+SET transformer.threads = 0;
+SET transformer.threads = 65;
+SET transformer.max_threads = 0;
 SET transformer.no_such_setting = 1;

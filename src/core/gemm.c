@@ -24,6 +24,7 @@
  * accumulators stay in registers.
  */
 #include "tensor_ops.h"
+#include "threads.h"
 
 #include <cblas.h>
 #include <stdint.h>
@@ -338,13 +339,13 @@ panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
 																				\
 static __attribute__((TARGET)) void												\
 linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
-					const void *packed)											\
+					const void *packed, size_t jlo, size_t jhi)					\
 {																				\
 	const BT   *w = packed;														\
-	size_t		j = 0;															\
+	size_t		j = jlo;														\
 																				\
 	if (m <= 3 && MR > 1)														\
-		for (; j + 4 * TF_PANEL <= n; j += 4 * TF_PANEL)						\
+		for (; j + 4 * TF_PANEL <= jhi; j += 4 * TF_PANEL)						\
 		{																		\
 			if (m == 1)															\
 				panel4_tile_##SFX##_##DT(1, k, y + j, n, x, k, w + j * k);		\
@@ -354,15 +355,15 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 				panel4_tile_##SFX##_##DT(3, k, y + j, n, x, k, w + j * k);		\
 		}																		\
 	/* each panel is read from memory once and meets every row of x */		\
-	for (; j < n; j += TF_PANEL)												\
+	for (; j < jhi; j += TF_PANEL)												\
 	{																			\
-		size_t		cols = n - j < TF_PANEL ? n - j : TF_PANEL;					\
+		size_t		cols = jhi - j < TF_PANEL ? jhi - j : TF_PANEL;				\
 		const BT   *panel = w + j * k;											\
 																				\
 		for (size_t r = 0; r < m; r += MR)										\
 		{																		\
 			size_t		R = m - r < MR ? m - r : MR;							\
-			const BT   *next = r == 0 && j + TF_PANEL < n ? panel + k * TF_PANEL : NULL;	\
+			const BT   *next = r == 0 && j + TF_PANEL < jhi ? panel + k * TF_PANEL : NULL;	\
 			float	   *yr = y + r * n + j;										\
 			const float *xr = x + r * k;										\
 																				\
@@ -440,7 +441,8 @@ DEFINE_PANEL(base, bf16, unused, 1, 8, 4, uint16_t, BASE_BF16)
 
 typedef void (*matmul_fn) (size_t, size_t, size_t, float *, size_t,
 						   const float *, size_t, const float *, size_t, float, float);
-typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *);
+typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *,
+						   size_t, size_t);
 
 static matmul_fn gemm_nt;
 static matmul_fn gemm_nn;
@@ -534,10 +536,80 @@ tf_matmul(int m, int n, int k,
 	(trans_b ? gemm_nt : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);
 }
 
+/*
+ * Column blocks of a product for part `part` of `nparts`: whole groups of 4
+ * panels, so that every output is computed by the same kernel path, with
+ * the same sums, however many threads share the product.
+ */
+void
+tf_column_block(size_t n, int part, int nparts, size_t *lo, size_t *hi)
+{
+	size_t		unit = 4 * TF_PANEL,
+				blocks = (n + unit - 1) / unit;
+
+	*lo = blocks * part / nparts * unit;
+	*hi = blocks * (part + 1) / nparts * unit;
+	if (*lo > n)
+		*lo = n;
+	if (*hi > n)
+		*hi = n;
+}
+
+typedef struct LinearJob
+{
+	size_t		m,
+				n,
+				k;
+	float	   *y;				/* (m, n) */
+	const float *x;				/* (m, k) */
+	const void *packed;			/* (n, k) in panels */
+	TfDType		dt;
+	const float *bias;			/* (n) or NULL */
+} LinearJob;
+
+static void
+linear_part(void *arg, int part, int nparts)
+{
+	const LinearJob *j = arg;
+	size_t		lo,
+				hi;
+
+	tf_column_block(j->n, part, nparts, &lo, &hi);
+	if (lo >= hi)
+		return;
+	linear_fns[j->dt] (j->m, j->n, j->k, j->y, j->x, j->packed, lo, hi);
+	if (j->bias)
+		for (size_t r = 0; r < j->m; r++)
+		{
+			float	   *yr = j->y + r * j->n;
+
+			for (size_t c = lo; c < hi; c++)
+				yr[c] += j->bias[c];
+		}
+}
+
+/* how many threads a product of m x n x k multiply-adds is worth */
+int
+tf_product_parts(size_t m, size_t n, size_t k)
+{
+	size_t		macs = m * n * k,
+				parts;
+
+	if (tf_threads() <= 1 || macs < TF_PARALLEL_MIN_MACS)
+		return 1;
+	parts = tf_parallel_parts();
+	/* at least one group of 4 panels each */
+	if (parts > (n + 4 * TF_PANEL - 1) / (4 * TF_PANEL))
+		parts = (n + 4 * TF_PANEL - 1) / (4 * TF_PANEL);
+	return parts < 1 ? 1 : (int) parts;
+}
+
 void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		  const void *packed, TfDType dt, const float *bias)
 {
+	LinearJob	job = {rows, out_dim, in_dim, y, x, packed, dt, bias};
+
 	if (dt == TF_I8)
 	{
 		/* the bias is added in the dequantizing step */
@@ -546,13 +618,5 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	}
 	if (gemm_nn == NULL)
 		pick_kernels();
-	linear_fns[dt] (rows, out_dim, in_dim, y, x, packed);
-	if (bias)
-		for (size_t r = 0; r < (size_t) rows; r++)
-		{
-			float	   *yr = y + r * (size_t) out_dim;
-
-			for (size_t j = 0; j < (size_t) out_dim; j++)
-				yr[j] += bias[j];
-		}
+	tf_parallel(tf_product_parts(rows, out_dim, in_dim), linear_part, &job);
 }

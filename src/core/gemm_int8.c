@@ -30,6 +30,7 @@
  *	portable: int32 arithmetic in C.
  */
 #include "tensor_ops.h"
+#include "threads.h"
 
 #include <math.h>
 #include <string.h>
@@ -202,19 +203,20 @@ dequant_row(size_t n, float *y, const int32_t *acc, float sx, int32_t zx,
 
 /* -------------------------------------------------------- the kernels */
 
+/* y[:, jlo .. jhi) of (m, n), jlo a multiple of TF_PANEL */
 typedef void (*int8_block_fn) (size_t m, size_t n, size_t k, float *y, const QInput *x,
-							   const void *packed, const float *bias);
+							   const void *packed, const float *bias, size_t jlo, size_t jhi);
 
 /* portable: one row of x by one panel at a time, int32 sums in C */
 static void
 block_base(size_t m, size_t n, size_t k, float *y, const QInput *x,
-		   const void *packed, const float *bias)
+		   const void *packed, const float *bias, size_t jlo, size_t jhi)
 {
 	size_t		k4 = groups_of(k);
 	const float *sw = row_scales(packed, n, k);
 	const int32_t *wsum = row_sums(packed, n, k);
 
-	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
 	{
 		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
 		size_t		cols = n - j0 < TF_PANEL ? n - j0 : TF_PANEL;
@@ -325,14 +327,14 @@ vnni_tile(const int mr, const int prefetch, size_t n, size_t k4, float *y, const
 
 static T_VNNI void
 block_vnni(size_t m, size_t n, size_t k, float *y, const QInput *x,
-		   const void *packed, const float *bias)
+		   const void *packed, const float *bias, size_t jlo, size_t jhi)
 {
 	size_t		k4 = groups_of(k);
 	const float *sw = row_scales(packed, n, k);
 	const int32_t *wsum = row_sums(packed, n, k);
 
 	/* panel outermost: it stays in L1/L2 while the blocks of x pass */
-	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
 	{
 		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
 
@@ -448,13 +450,13 @@ avx2_tile(const int mr, size_t n, size_t k4, float *y, const QInput *x,
 
 static T_AVX2 void
 block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
-		   const void *packed, const float *bias)
+		   const void *packed, const float *bias, size_t jlo, size_t jhi)
 {
 	size_t		k4 = groups_of(k);
 	const float *sw = row_scales(packed, n, k);
 	const int32_t *wsum = row_sums(packed, n, k);
 
-	for (size_t j0 = 0; j0 < n; j0 += TF_PANEL)
+	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
 	{
 		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
 
@@ -510,6 +512,29 @@ tf_int8_kernels(int level)
 	return int8_name;
 }
 
+typedef struct Int8Job
+{
+	size_t		m,
+				n,
+				k;
+	float	   *y;				/* (m, n) */
+	const QInput *x;			/* (m, k) quantized */
+	const void *packed;
+	const float *bias;
+} Int8Job;
+
+static void
+int8_part(void *arg, int part, int nparts)
+{
+	const Int8Job *j = arg;
+	size_t		lo,
+				hi;
+
+	tf_column_block(j->n, part, nparts, &lo, &hi);
+	if (lo < hi)
+		int8_block(j->m, j->n, j->k, j->y, j->x, j->packed, j->bias, lo, hi);
+}
+
 void
 tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 			   const void *packed, const float *bias)
@@ -532,6 +557,7 @@ tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 	{
 		size_t		mb = m - r0 < block ? m - r0 : block;
 		QInput		qx = {ld, q, scale, zero};
+		Int8Job		job = {mb, n, k, y + r0 * n, &qx, packed, bias};
 
 		for (size_t r = 0; r < mb; r++)
 		{
@@ -542,6 +568,7 @@ tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 #endif
 				tf_quantize_input(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
 		}
-		int8_block(mb, n, k, y + r0 * n, &qx, packed, bias);
+		/* the quantized rows are read by every thread; each writes its columns */
+		tf_parallel(tf_product_parts(mb, n, k), int8_part, &job);
 	}
 }

@@ -77,6 +77,16 @@ void		tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, Tf
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 					  const void *packed, TfDType dt, const float *bias);
 
+/*
+ * Threads (threads.h): a product of at least TF_PARALLEL_MIN_MACS
+ * multiply-adds is shared by tf_product_parts(m, n, k) threads, each taking
+ * the columns tf_column_block gives it (whole groups of 4 panels), so the
+ * result is bitwise the same for any number of threads.
+ */
+#define TF_PARALLEL_MIN_MACS ((size_t) 1 << 17)
+int			tf_product_parts(size_t m, size_t n, size_t k);
+void		tf_column_block(size_t n, int part, int nparts, size_t *lo, size_t *hi);
+
 /* ---- int8 (gemm_int8.c) ---- */
 
 /* The largest input dimension of an int8 matrix: its int32 sums cannot overflow. */

@@ -13,6 +13,7 @@
 #include <unicode/uversion.h>
 
 #include "tensor_ops.h"
+#include "threads.h"
 
 /* OpenBLAS's own report of itself (cblas.h declares it, but not on every distribution) */
 extern char *openblas_get_config(void);
@@ -30,7 +31,7 @@ transformer_version(PG_FUNCTION_ARGS)
 
 	u_getVersion(v);
 	u_versionToString(v, icu);
-	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transformer %s; kernels: fp32 %s, int8 %s; BLAS: %s (core %s); ICU %s; libxml2 %s",
-											  TRANSFORMER_EXTVERSION, fp32, int8, openblas_get_config(),
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transformer %s; kernels: fp32 %s, int8 %s; threads per call: %d; BLAS: %s (core %s); ICU %s; libxml2 %s",
+											  TRANSFORMER_EXTVERSION, fp32, int8, tf_threads(), openblas_get_config(),
 											  openblas_get_corename(), icu, LIBXML_DOTTED_VERSION)));
 }

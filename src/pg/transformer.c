@@ -4,11 +4,14 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "tensor_ops.h"
+#include "threads.h"
 #include "model_store.h"
 #include "tokenizer.h"
 #include "input_limit.h"
@@ -23,8 +26,12 @@ void		_PG_init(void);
 
 extern char *transformer_default_model;
 
-/* transformer.blas_threads: OpenBLAS threads per backend */
-static int	blas_threads = 1;
+/*
+ * transformer.threads: threads one call of this backend uses for its
+ * products (threads.c's pool and OpenBLAS), at most transformer.max_threads
+ */
+static int	call_threads = 1;
+static int	max_threads = 1;
 
 /* The SentencePiece core's long loops honour cancel and statement_timeout. */
 static void
@@ -33,24 +40,54 @@ check_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* the threads in effect: the lower of the two settings */
 static void
-assign_blas_threads(int newval, void *extra)
+apply_threads(int threads, int max)
 {
-	tf_set_blas_threads(newval);
+	int			n = threads < max ? threads : max;
+
+	tf_threads_set(n);
+	tf_set_blas_threads(n);
+}
+
+static void
+assign_threads(int newval, void *extra)
+{
+	apply_threads(newval, max_threads);
+}
+
+static void
+assign_max_threads(int newval, void *extra)
+{
+	apply_threads(call_threads, newval);
 }
 
 void
 _PG_init(void)
 {
-	DefineCustomIntVariable("transformer.blas_threads",
-							"Sets the number of OpenBLAS threads each backend uses for matrix products.",
-							"PostgreSQL runs queries in parallel by process, so the default is 1; "
-							"only superusers may make backends multithreaded.",
-							&blas_threads,
-							1, 1, 64,
+	{
+		long		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+		max_threads = cpus < 1 ? 1 : cpus > TF_MAX_THREADS ? TF_MAX_THREADS : (int) cpus;
+	}
+	DefineCustomIntVariable("transformer.max_threads",
+							"Sets the most threads one call of a backend may use.",
+							"transformer.threads is capped by this; the default is the number of CPUs.",
+							&max_threads,
+							max_threads, 1, TF_MAX_THREADS,
 							PGC_SUSET,
 							0,
-							NULL, assign_blas_threads, NULL);
+							NULL, assign_max_threads, NULL);
+
+	DefineCustomIntVariable("transformer.threads",
+							"Sets the number of threads one call uses for its matrix products.",
+							"PostgreSQL runs queries in parallel by process, so the default is 1; raise it "
+							"to translate one long document on idle cores (capped by transformer.max_threads).",
+							&call_threads,
+							1, 1, TF_MAX_THREADS,
+							PGC_USERSET,
+							0,
+							NULL, assign_threads, NULL);
 
 	DefineCustomStringVariable("transformer.default_model",
 							   "Sets the model that translate(input) uses.",
@@ -104,5 +141,5 @@ _PG_init(void)
 	InitModelCache();
 	InitDecodeWorkspace();
 	tf_blas_init();
-	tf_set_blas_threads(blas_threads);
+	apply_threads(call_threads, max_threads);
 }

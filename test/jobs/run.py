@@ -114,7 +114,7 @@ class Cluster:
                     "restart_after_crash = on\n"
                     "log_line_prefix = '%%m [%%p] %%b: '\n"
                     "max_connections = 40\n"
-                    "transformer.blas_threads = 1\n"
+                    "transformer.threads = 1\n"
                     % (self.port, self.sock))
 
     def pg_ctl(self, *args, timeout=90):

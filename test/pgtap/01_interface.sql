@@ -8,7 +8,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(58);
+SELECT plan(63);
 
 SELECT has_function('self_attention', ARRAY['real[]', 'real[]', 'real[]', 'boolean']);
 SELECT has_function('attention_weights', ARRAY['real[]', 'real[]', 'boolean']);
@@ -67,7 +67,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 SELECT matches(transformer_version(),
-  '^transformer [0-9]+\.[0-9]+\.[0-9]+; kernels: fp32 (avx512|avx2|portable), int8 (avx512vnni|avx2|portable); BLAS: OpenBLAS [0-9.]+ .*\(core [A-Za-z0-9]+\); ICU [0-9.]+; libxml2 [0-9.]+$',
+  '^transformer [0-9]+\.[0-9]+\.[0-9]+; kernels: fp32 (avx512|avx2|portable), int8 (avx512vnni|avx2|portable); threads per call: [0-9]+; BLAS: OpenBLAS [0-9.]+ .*\(core [A-Za-z0-9]+\); ICU [0-9.]+; libxml2 [0-9.]+$',
   'transformer_version() names the version, the kernels chosen for this CPU and the libraries');
 SELECT is(split_part(split_part(transformer_version(), ';', 1), ' ', 2), (SELECT extversion FROM pg_extension WHERE extname = 'transformer'),
   'the library is the installed extension''s version');
@@ -114,7 +114,8 @@ SELECT throws_ok(sql, code, msg, description) FROM (VALUES
   ($$SELECT attend('{1}', '{1}', '{NULL}')$$, '22004', 'value must not contain nulls', 'NULL in attend value'),
   ($$SELECT softmax_weighted_sum_final('{1,2}')$$, '22000', 'invalid softmax_weighted_sum state', 'short state'),
   ($$SELECT softmax_weighted_sum_combine('{1,0,1,5}', '{1,0,1,5,6}')$$, '22000', 'value dimensions differ', 'combining unequal states'),
-  ($$SET transformer.blas_threads = 0$$, '22023', '0 is outside the valid range for parameter "transformer.blas_threads" (1 .. 64)', 'blas_threads below 1'),
+  ($$SET transformer.threads = 0$$, '22023', '0 is outside the valid range for parameter "transformer.threads" (1 .. 64)', 'threads below 1'),
+  ($$SET transformer.blas_threads = 2$$, '42602', 'invalid configuration parameter name "transformer.blas_threads"', 'blas_threads is gone (transformer.threads)'),
   ($$SET transformer.typo = 1$$, '42602', 'invalid configuration parameter name "transformer.typo"', 'reserved GUC prefix')
 ) AS t(sql, code, msg, description);
 
@@ -132,11 +133,17 @@ SELECT ok(pg_temp.cancelled($$SELECT self_attention(array_fill(1::real, ARRAY[10
   'self_attention over 100000x100000 is cancelled by statement_timeout');
 SET LOCAL statement_timeout = 0;
 
--- the BLAS thread setting is accepted and does not change results
-SET LOCAL transformer.blas_threads = 2;
+-- threads for one call: settable by anyone, capped by max_threads (superuser), results unchanged
+SET LOCAL transformer.max_threads = 4;
+SET LOCAL transformer.threads = 2;
 SELECT is(self_attention('{{1,0}}', '{{1,0},{0,1}}', '{{1,2},{3,4}}'),
-          (SELECT self_attention('{{1,0}}', '{{1,0},{0,1}}', '{{1,2},{3,4}}')), 'blas_threads = 2 works');
-SELECT is(current_setting('transformer.blas_threads'), '2', 'transformer.blas_threads is settable');
+          (SELECT self_attention('{{1,0}}', '{{1,0},{0,1}}', '{{1,2},{3,4}}')), 'threads = 2 works');
+SELECT is(current_setting('transformer.threads'), '2', 'transformer.threads is settable');
+SELECT matches(transformer_version(), '; threads per call: 2;', 'transformer_version() names the threads in effect');
+SET LOCAL transformer.max_threads = 1;
+SELECT matches(transformer_version(), '; threads per call: 1;', 'transformer.max_threads caps transformer.threads');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'transformer.threads'), 'user', 'transformer.threads: any role');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'transformer.max_threads'), 'superuser', 'transformer.max_threads: superusers');
 
 SELECT * FROM finish();
 ROLLBACK;

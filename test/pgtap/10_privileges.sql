@@ -42,7 +42,7 @@ SELECT throws_ok($$SELECT quantize_model('shared', 'shared8')$$, '42501', NULL, 
 SELECT throws_ok($$SELECT import_model('multi30k_de_en')$$, '42501', NULL, 'reader: a bundled import needs the table privileges');
 SELECT throws_ok(format('SELECT import_model(%L, %L)', 'r', :'swish'), '42501', 'permission denied to read server files', 'reader: import_model(dir) needs pg_read_server_files');
 SELECT throws_ok($$SELECT export_model('shared', '/tmp/transformer_tap_priv')$$, '42501', 'permission denied to write server files', 'reader: export_model() needs pg_write_server_files');
-SELECT throws_ok($$SET transformer.blas_threads = 2$$, '42501', 'permission denied to set parameter "transformer.blas_threads"', 'reader: only superusers make backends multithreaded');
+SELECT throws_ok($$SET transformer.max_threads = 64$$, '42501', 'permission denied to set parameter "transformer.max_threads"', 'reader: only superusers raise the cap on threads per call');
 RESET ROLE;
 
 -- INSERT alone, as the README once advised, is not enough

@@ -20,6 +20,7 @@
 #include "online_softmax.h"
 #include "spm.h"
 #include "tensor_ops.h"
+#include "threads.h"
 #include "weight_file.h"
 
 #define TOL 1e-5f
@@ -1045,6 +1046,137 @@ test_metrics(void)
 	}
 }
 
+/*
+ * Threads for one call (threads.c): every part of a region runs exactly
+ * once, and tf_linear gives bitwise the same result with 1 to 4 threads,
+ * for every dtype and kernel family, on shapes past the threshold whose
+ * column blocks end inside a panel, at a panel, or leave threads idle.
+ */
+static int	part_runs[16];
+
+static void
+count_part(void *arg, int part, int nparts)
+{
+	(void) arg;
+	(void) nparts;
+	__atomic_add_fetch(&part_runs[part], 1, __ATOMIC_RELAXED);
+}
+
+static void
+test_threads(void)
+{
+	static const int shapes[][3] = {	/* rows, out, in */
+		{1, 8001, 64}, {3, 1000, 512}, {40, 700, 256}, {2, 131, 1024}, {1, 512, 512}, {7, 2050, 96}
+	};
+	int			regions_ok = 1,
+				blocks_ok = 1;
+
+	for (int t = 1; t <= 4; t++)
+	{
+		tf_threads_set(t);
+		for (int nparts = 1; nparts <= 9; nparts++)
+			for (int rep = 0; rep < 50; rep++)
+			{
+				memset(part_runs, 0, sizeof(part_runs));
+				tf_parallel(nparts, count_part, NULL);
+				for (int p = 0; p < 16; p++)
+					if (part_runs[p] != (p < nparts))
+						regions_ok = 0;
+			}
+	}
+	for (size_t n = 1; n < 3000; n += 97)
+		for (int nparts = 1; nparts <= 5; nparts++)
+		{
+			size_t		end = 0;
+
+			for (int p = 0; p < nparts; p++)
+			{
+				size_t		lo,
+							hi;
+
+				tf_column_block(n, p, nparts, &lo, &hi);
+				if (lo != end || hi < lo || (hi != n && hi % (4 * TF_PANEL) != 0))
+					blocks_ok = 0;
+				end = hi;
+			}
+			if (end != n)
+				blocks_ok = 0;
+		}
+	printf("%-4s threads: every part of a region once (1-4 threads, 1-9 parts x 50): %s; column blocks: %s\n",
+		   regions_ok && blocks_ok ? "ok" : "FAIL", regions_ok ? "yes" : "NO", blocks_ok ? "whole" : "BROKEN");
+	if (regions_ok && blocks_ok)
+		passed++;
+	else
+		failed++;
+
+	srand(23);
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+		for (int dt = TF_F32; dt <= TF_I8; dt++)
+		{
+			int			m = shapes[si][0],
+						n = shapes[si][1],
+						k = shapes[si][2];
+			float	   *w = xmalloc(sizeof(float) * n * k);
+			unsigned short *h = xmalloc(sizeof(unsigned short) * n * k);
+			int8_t	   *q = xmalloc((size_t) n * k);
+			float	   *sw = xmalloc(sizeof(float) * n);
+			void	   *packed = xmalloc(tf_packed_size(n, k, dt));
+			float	   *x = xmalloc(sizeof(float) * m * k);
+			float	   *bias = xmalloc(sizeof(float) * n);
+			float	   *y1 = xmalloc(sizeof(float) * m * n);
+			float	   *yt = xmalloc(sizeof(float) * m * n);
+			const char *names[] = {"f32", "f16", "bf16", "i8"};
+			int			same = 1;
+
+			for (int i = 0; i < n * k; i++)
+			{
+				unsigned int bits;
+
+				w[i] = (float) rand() / RAND_MAX - 0.5f;
+				memcpy(&bits, &w[i], 4);
+				h[i] = dt == TF_BF16 ? (unsigned short) (bits >> 16) :
+					(unsigned short) ((rand() & 0x83ff) | ((10 + rand() % 5) << 10));
+			}
+			for (int i = 0; i < m * k; i++)
+				x[i] = (float) rand() / RAND_MAX - 0.5f;
+			for (int j = 0; j < n; j++)
+				bias[j] = (float) rand() / RAND_MAX - 0.5f;
+			if (dt == TF_I8)
+			{
+				tf_quantize_rows(n, k, q, sw, w);
+				tf_pack_int8(n, k, packed, q, sw);
+			}
+			else
+				tf_pack_panels(n, k, packed, dt == TF_F32 ? (const void *) w : (const void *) h, dt);
+			tf_threads_set(1);
+			tf_linear(m, n, k, y1, x, packed, dt, bias);
+			for (int t = 2; t <= 4; t++)
+			{
+				tf_threads_set(t);
+				memset(yt, 0xff, sizeof(float) * m * n);
+				tf_linear(m, n, k, yt, x, packed, dt, bias);
+				if (memcmp(yt, y1, sizeof(float) * m * n) != 0)
+					same = 0;
+			}
+			printf("%-4s threads %-4s %dx%dx%d: 2, 3 and 4 threads %s 1\n", same ? "ok" : "FAIL",
+				   names[dt], m, n, k, same ? "bitwise equal to" : "DIFFER from");
+			if (same)
+				passed++;
+			else
+				failed++;
+			free(w);
+			free(h);
+			free(q);
+			free(sw);
+			free(packed);
+			free(x);
+			free(bias);
+			free(y1);
+			free(yt);
+		}
+	tf_threads_set(1);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1125,6 +1257,7 @@ main(int argc, char **argv)
 	}
 	tf_gemm_kernels(-1);
 	test_int8();
+	test_threads();
 	test_weight_file();
 	test_metrics();
 
