@@ -39,7 +39,7 @@
 4. Timing, one thread each side: CTranslate2 Translator(intra_threads=1,
    inter_threads=1), timed in Python around SentencePiece encoding,
    translate_batch() and decoding (text in, text out); ours SET
-   transformer.blas_threads = 1, SQL translate(s, model, beam_size => k,
+   transformer.threads = 1, SQL translate(s, model, beam_size => k,
    max_length => L, split => false, keep => '{}') timed inside the server
    (clock_timestamp() in plpgsql: no client round trip), the segment length
    of the model set to its positions (set_model_segment_length(m, NULL)) so
@@ -330,7 +330,7 @@ def machine(cur):
     model = re.search(r"\nmodel\s*:\s*(\d+)", info).group(1)
     flags = re.search(r"flags\s*:\s*(.*)", info).group(1).split()
     simd = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "avx_vnni") if f in flags]
-    cur.execute("SELECT version(), current_setting('transformer.blas_threads'), "
+    cur.execute("SELECT version(), current_setting('transformer.threads'), "
                 "(SELECT extversion FROM pg_extension WHERE extname = 'transformer')")
     pgv, bt, ext = cur.fetchone()
     try:
@@ -341,7 +341,7 @@ def machine(cur):
         kernels = "avx512vnni int8 / avx512 fp32 as chosen at run time (src/core/gemm_int8.c)"
     log("machine: %s, %d CPUs (family %s model %s), %s, kernel %s, OPENBLAS_CORETYPE=%s" % (
         cpu, os.cpu_count(), fam, model, " ".join(simd), platform.release(), os.environ.get("OPENBLAS_CORETYPE")))
-    log("ours:    extension %s, transformer.blas_threads %s, %s; %s" % (ext, bt, pgv.split(" on ")[0], kernels))
+    log("ours:    extension %s, transformer.threads %s, %s; %s" % (ext, bt, pgv.split(" on ")[0], kernels))
 
 
 # ------------------------------------------------------------ the two sides
@@ -516,7 +516,7 @@ def main():
     conn.autocommit = True
     cur = conn.cursor()
     models = import_models(cur, args.models.split(","))
-    cur.execute("SET transformer.blas_threads = 1; SET client_min_messages = warning")
+    cur.execute("SET transformer.threads = 1; SET client_min_messages = warning")
     cur.execute(TIMED)
     cur.execute("SELECT pg_backend_pid()")
     backend = cur.fetchone()[0]

@@ -12,7 +12,7 @@ with the UPDATE's.
     pg_virtualenv bench/jobs.py [rows] [batch_size ...]
 
 Needs python3-psycopg2 and a server (PGHOST etc.); max_worker_processes
-of at least 3.  Settings: the model's (beam 4), transformer.blas_threads 1.
+of at least 3.  Settings: the model's (beam 4), transformer.threads 1.
 """
 import gzip
 import io
@@ -90,7 +90,7 @@ def main():
     with c.cursor() as cur:
         cur.copy_from(buf, "docs", columns=("id", "de"))
     print("%d rows of Multi30k train German; %s, %d cores; PostgreSQL %s; beam 4 (the model's), "
-          "transformer.blas_threads 1, max_worker_processes %s"
+          "transformer.threads 1, max_worker_processes %s"
           % (ROWS, cpu(), os.cpu_count(), one(c, "SHOW server_version"), one(c, "SHOW max_worker_processes")))
     print("%-22s %-24s %9s %9s %14s %8s" % ("model", "method", "seconds", "rows/s", "first 1000 (s)", "x UPDATE"))
     for model in ("multi30k_de_en", "multi30k_de_en_int8"):

@@ -25,7 +25,7 @@
    wall time; the NOTICE progress lines.  The two imports' tensors are
    compared (md5 of every tensor's bytes).
 3. Speed, one thread each side (torch.set_num_threads(1),
-   OPENBLAS_NUM_THREADS=1; SET transformer.blas_threads = 1 in the one
+   OPENBLAS_NUM_THREADS=1; SET transformer.threads = 1 in the one
    backend): per sentence, greedy and beam 4, N Multi30k test_2016_flickr
    German sentences, generate(s, 'nllb600m', beam_size => k, source_lang =>
    'deu_Latn', target_lang => 'eng_Latn', max_new_tokens => 32), timed in
@@ -200,7 +200,7 @@ def machine(cur, backend_pid):
     fam = re.search(r"cpu family\s*:\s*(\d+)", open("/proc/cpuinfo").read()).group(1)
     model = re.search(r"model\s*:\s*(\d+)", open("/proc/cpuinfo").read()).group(1)
     simd = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "avx_vnni") if f in flags]
-    cur.execute("SELECT version(), current_setting('shared_buffers'), current_setting('transformer.blas_threads'),"
+    cur.execute("SELECT version(), current_setting('shared_buffers'), current_setting('transformer.threads'),"
                 " current_setting('transformer.shared_weights')")
     pgv, sb, bt, sw = cur.fetchone()
     blas = sorted({l.split()[-1] for l in open("/proc/%d/maps" % backend_pid) if "blas" in l})
@@ -210,7 +210,7 @@ def machine(cur, backend_pid):
     binfo = re.search(r"BLAS_INFO=(\w+)", cfg)
     log("machine: %s, %d CPUs (family %s model %s), %s, kernel %s" % (
         cpu, os.cpu_count(), fam, model, " ".join(simd), platform.release()))
-    log("server:  %s; shared_buffers %s; transformer.blas_threads %s; shared_weights %s; backend's BLAS %s;"
+    log("server:  %s; shared_buffers %s; transformer.threads %s; shared_weights %s; backend's BLAS %s;"
         " the extension's kernels by CPU features: %s for fp32, %s for int8" % (
             pgv.split(" on ")[0], sb, bt, sw, ", ".join(blas) or "?",
             "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "portable"),
@@ -623,7 +623,7 @@ def main():
 
     conn = connect()
     cur = conn.cursor()
-    cur.execute("SET transformer.blas_threads = 1; SET client_min_messages = warning")
+    cur.execute("SET transformer.threads = 1; SET client_min_messages = warning")
     cur.execute(TIMED)
     pid = one(cur, "SELECT pg_backend_pid()")[0]
     # the source ids: SQL's tokenizer gives the same pieces

@@ -2,7 +2,7 @@
 """self_attention at n = m = 512, d = 64: SQL and the C core vs PyTorch.
 
 All three run on the same machine in the same run, single-threaded
-(torch.set_num_threads(1); transformer.blas_threads = 1), and each reports
+(torch.set_num_threads(1); transformer.threads = 1), and each reports
 the median of REPS calls.  The SQL figure includes PostgreSQL's array
 handling (3 × 128 KB in, 128 KB out); the core figure is the kernel alone.
 
@@ -40,7 +40,7 @@ SQL = """
 \\set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
-SET transformer.blas_threads = 1;
+SET transformer.threads = 1;
 CREATE TEMP TABLE inputs AS SELECT
   (SELECT array_agg(r ORDER BY i) FROM (SELECT i, array_agg((random() - 0.5)::real) r FROM generate_series(1, %(n)d) i, generate_series(1, %(d)d) j GROUP BY i) t) AS q,
   (SELECT array_agg(r ORDER BY i) FROM (SELECT i, array_agg((random() - 0.5)::real) r FROM generate_series(1, %(m)d) i, generate_series(1, %(d)d) j GROUP BY i) t) AS k,

@@ -80,3 +80,23 @@ tf_multihead_attention(int n, int m, int dq, int dv, int heads,
 					 v + (size_t) h * hv, dv,
 					 mask);
 }
+
+void
+tf_multihead_attention_rows(int m, int d, int heads,
+							float *out,
+							float *scratch,
+							const float *q,
+							const float *const *krows, const float *const *vrows)
+{
+	int			dh = d / heads;
+	float		scale = (float) (1.0 / sqrt((double) dh));	/* as tf_attention_weights */
+
+	for (int h = 0; h < heads; h++)
+	{
+		size_t		off = (size_t) h * dh;
+
+		tf_dot_rows(m, dh, scratch, q + off, krows, off, scale);
+		tf_softmax_rows(1, m, scratch);
+		tf_sum_rows(m, dh, out + off, scratch, vrows, off);
+	}
+}

@@ -59,4 +59,16 @@ void		tf_multihead_attention(int n, int m, int dq, int dv, int heads,
 								   const float *q, const float *k, const float *v,
 								   const AttnMask *mask);
 
+/*
+ * The same for one query row (d) whose m keys and values are rows anywhere,
+ * krows[j] and vrows[j] (d each): a beam's cache rows, left where its
+ * ancestors wrote them.  Bitwise equal to tf_multihead_attention on the
+ * rows gathered into matrices.  scratch: m floats.
+ */
+void		tf_multihead_attention_rows(int m, int d, int heads,
+										float *out,
+										float *scratch,
+										const float *q,
+										const float *const *krows, const float *const *vrows);
+
 #endif							/* ATTENTION_H */

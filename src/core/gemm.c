@@ -256,6 +256,65 @@ gemm_nn_##SFX(size_t m, size_t n, size_t k, float *out, size_t ldo,			\
 }
 
 /*
+ * tf_matmul for one row of a against rows of b that lie anywhere (a beam's
+ * cached keys and values, found through its ancestors' slots): the same
+ * sums as dot_tile and gemm_nn, output by output, so the results are
+ * bitwise those of tf_matmul on the same rows gathered into one matrix.
+ *	 dot_rows:	out[j] = alpha · a · (rows[j] + off), j < n, over k
+ *	 sum_rows:	out = Σ_p w[p] · (rows[p] + off), p < n, over k
+ */
+#define DEFINE_GATHER(SFX, TARGET, W)											\
+static __attribute__((TARGET)) void												\
+dot_rows_##SFX(size_t n, size_t k, float *out, const float *a,					\
+			   const float *const *rows, size_t off, float alpha)				\
+{																				\
+	for (size_t j = 0; j < n; j += 4)											\
+	{																			\
+		size_t		J = n - j < 4 ? n - j : 4;									\
+		vf_##SFX	acc[4];														\
+		const float *b[4];														\
+		size_t		p;															\
+																				\
+		for (size_t i = 0; i < J; i++)											\
+		{																		\
+			acc[i] = (vf_##SFX) {0};											\
+			b[i] = rows[j + i] + off;											\
+		}																		\
+		for (p = 0; p + W <= k; p += W)											\
+		{																		\
+			vf_##SFX	av = *(const vf_##SFX *) (a + p);						\
+																				\
+			for (size_t i = 0; i < J; i++)										\
+				acc[i] += av * *(const vf_##SFX *) (b[i] + p);					\
+		}																		\
+		for (size_t i = 0; i < J; i++)											\
+		{																		\
+			float		sum = HSUM_##SFX(acc[i]);								\
+																				\
+			for (size_t q = p; q < k; q++)										\
+				sum += a[q] * b[i][q];											\
+			out[j + i] = alpha * sum;											\
+		}																		\
+	}																			\
+}																				\
+																				\
+static __attribute__((TARGET)) void												\
+sum_rows_##SFX(size_t n, size_t k, float *out, const float *w,					\
+			   const float *const *rows, size_t off)							\
+{																				\
+	for (size_t j = 0; j < k; j++)												\
+		out[j] = 0.0f;															\
+	for (size_t p = 0; p < n; p++)												\
+	{																			\
+		float		s = 1.0f * w[p];											\
+		const float *bp = rows[p] + off;										\
+																				\
+		for (size_t j = 0; j < k; j++)											\
+			out[j] += s * bp[j];												\
+	}																			\
+}
+
+/*
  * tf_linear's kernel: y[r][j0 .. j0+32) = x_r · panel for R rows (R <= MR),
  * a panel column being NV native vectors of VW floats, LOADP(p, i) the
  * i-th; only `cols` outputs are stored (the last panel may be partly
@@ -396,6 +455,8 @@ hsum_v3(vf_v3 v)
 
 DEFINE_DOT_TILE(v4, target("arch=x86-64-v4"), 16)
 DEFINE_DOT_TILE(v3, target("arch=x86-64-v3"), 8)
+DEFINE_GATHER(v4, target("arch=x86-64-v4"), 16)
+DEFINE_GATHER(v3, target("arch=x86-64-v3"), 8)
 
 /* vector i of a panel column (32 weights), as floats */
 #define V4_F32(p, i) (*(const vf_v4 *) ((p) + 16 * (i)))
@@ -435,6 +496,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 #define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
+DEFINE_GATHER(base, unused, 4)
 DEFINE_PANEL(base, f32, unused, 1, 8, 4, float, BASE_F32)
 DEFINE_PANEL(base, f16, unused, 1, 8, 4, uint16_t, BASE_F16)
 DEFINE_PANEL(base, bf16, unused, 1, 8, 4, uint16_t, BASE_BF16)
@@ -443,15 +505,21 @@ typedef void (*matmul_fn) (size_t, size_t, size_t, float *, size_t,
 						   const float *, size_t, const float *, size_t, float, float);
 typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *,
 						   size_t, size_t);
+typedef void (*dot_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t, float);
+typedef void (*sum_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t);
 
 static matmul_fn gemm_nt;
 static matmul_fn gemm_nn;
 static linear_fn linear_fns[3];	/* by TfDType */
+static dot_rows_fn dot_rows;
+static sum_rows_fn sum_rows;
 
 #define PICK(SFX) \
 	do { \
 		gemm_nt = gemm_nt_##SFX; \
 		gemm_nn = gemm_nn_##SFX; \
+		dot_rows = dot_rows_##SFX; \
+		sum_rows = sum_rows_##SFX; \
 		linear_fns[TF_F32] = linear_##SFX##_f32; \
 		linear_fns[TF_F16] = linear_##SFX##_f16; \
 		linear_fns[TF_BF16] = linear_##SFX##_bf16; \
@@ -534,6 +602,22 @@ tf_matmul(int m, int n, int k,
 	if (gemm_nn == NULL)
 		pick_kernels();
 	(trans_b ? gemm_nt : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);
+}
+
+void
+tf_dot_rows(int n, int k, float *out, const float *a, const float *const *rows, size_t off, float alpha)
+{
+	if (gemm_nn == NULL)
+		pick_kernels();
+	dot_rows(n, k, out, a, rows, off, alpha);
+}
+
+void
+tf_sum_rows(int n, int k, float *out, const float *w, const float *const *rows, size_t off)
+{
+	if (gemm_nn == NULL)
+		pick_kernels();
+	sum_rows(n, k, out, w, rows, off);
 }
 
 /*

@@ -218,6 +218,9 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 	int			d = c->d_model;
 	float		scale = c->scale_embedding ? sqrtf((float) d) : 1.0f;
 
+	/* this step's cache rows are the rows' own */
+	for (int r = 0; r < nr; r++)
+		s->anc[(size_t) rows[r].slot * s->T + pos] = rows[r].slot;
 	for (int r = 0; r < nr; r++)
 	{
 		const float *p = m->w.dec_pos + (size_t) pos * d;
@@ -248,11 +251,18 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 			memcpy(cache_at(s, s->vcache, d, l, rows[r].slot) + (size_t) pos * d,
 				   s->kv + (size_t) r * d, sizeof(float) * d);
 		for (int r = 0; r < nr; r++)
-			tf_multihead_attention(1, pos + 1, d, d, c->dec_heads,
-								   s->att + (size_t) r * d, s->scores,
-								   s->q + (size_t) r * d,
-								   cache_at(s, s->kcache, d, l, rows[r].slot),
-								   cache_at(s, s->vcache, d, l, rows[r].slot), NULL);
+		{
+			const int  *anc = s->anc + (size_t) rows[r].slot * s->T;
+
+			for (int j = 0; j <= pos; j++)
+			{
+				s->krows[j] = cache_at(s, s->kcache, d, l, anc[j]) + (size_t) j * d;
+				s->vrows[j] = cache_at(s, s->vcache, d, l, anc[j]) + (size_t) j * d;
+			}
+			tf_multihead_attention_rows(pos + 1, d, c->dec_heads,
+										s->att + (size_t) r * d, s->scores,
+										s->q + (size_t) r * d, s->krows, s->vrows);
+		}
 		linear(nr, d, d, s->out, s->att, A->o_w, A->o_b);
 		block_output(&blk, s->x, s->out);
 

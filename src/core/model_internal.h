@@ -61,7 +61,15 @@ typedef struct RunState
 	float	   *scores;			/* (max(T, longest source)) */
 	float	   *kcache;			/* (layers, slots, T, d) */
 	float	   *vcache;			/* (layers, slots, T, d) */
-	float	   *reorder;		/* (beams, T, d): parents' caches while beams move */
+	/*
+	 * A cache row is written once, at its step, and never moved: row j of a
+	 * beam lives in the slot its ancestor had at step j, anc[slot][j].  A
+	 * beam that moves copies its parent's T ints, not its caches.
+	 */
+	int		   *anc;			/* (slots, T) */
+	int		   *anc_tmp;		/* (beams, T): parents' rows while beams move */
+	const float **krows;		/* (T) one row's keys of a layer, by position */
+	const float **vrows;		/* (T) */
 } RunState;
 
 /* What one row of a step is: its token, cache slot and source. */

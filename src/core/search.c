@@ -247,47 +247,24 @@ beam_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logit
 }
 
 /*
- * Give the new beams of slots first..first+nb their parents' caches (t
- * positions).  A beam that stays in its slot keeps its cache; a parent that
- * another beam needs and whose own slot is overwritten is saved first.
+ * Beams moved: beam b continues parent[b] (an old beam of the same
+ * sentence).  Its cache rows stay where they were written; it takes its
+ * parent's row locations for positions 0 .. t-1.
  */
 static void
-reorder_caches(const TfModel *m, RunState *s, int first, int nb, const int *parent, int t)
+reorder_caches(RunState *s, int first, int nb, const int *parent, int t)
 {
-	int			d = m->cfg.d_model;
-	size_t		bytes = sizeof(float) * (size_t) t * d;
-	bool		saved[TF_MAX_BEAMS];
 	bool		any = false;
 
-	/* parents are old beams, maybe beyond nb: only slots below nb are written */
-	for (int b = 0; b < TF_MAX_BEAMS; b++)
-		saved[b] = false;
 	for (int b = 0; b < nb; b++)
 		any |= parent[b] != b;
 	if (!any)
 		return;
 	for (int b = 0; b < nb; b++)
-	{
-		int			p = parent[b];
-
-		if (p != b && p < nb && parent[p] != p)
-			saved[p] = true;
-	}
-
-	for (int l = 0; l < m->cfg.dec_layers; l++)
-		for (int pass = 0; pass < 2; pass++)
-		{
-			float	   *cache = pass == 0 ? s->kcache : s->vcache;
-
-			for (int p = 0; p < nb; p++)
-				if (saved[p])
-					memcpy(s->reorder + (size_t) p * s->T * d, cache_at(s, cache, d, l, first + p), bytes);
-			for (int b = 0; b < nb; b++)
-				if (parent[b] != b)
-					memcpy(cache_at(s, cache, d, l, first + b),
-						   saved[parent[b]] ? s->reorder + (size_t) parent[b] * s->T * d :
-						   cache_at(s, cache, d, l, first + parent[b]), bytes);
-		}
+		memcpy(s->anc_tmp + (size_t) b * s->T, s->anc + (size_t) (first + parent[b]) * s->T,
+			   sizeof(int) * t);
+	for (int b = 0; b < nb; b++)
+		memcpy(s->anc + (size_t) (first + b) * s->T, s->anc_tmp + (size_t) b * s->T, sizeof(int) * t);
 }
 
 int
@@ -379,7 +356,10 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, longest));
 	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
 	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
-	s.reorder = a->alloc(a->ctx, sizeof(float) * (size_t) K * s.T * d);
+	s.anc = a->alloc(a->ctx, sizeof(int) * (size_t) maxrows * s.T);
+	s.anc_tmp = a->alloc(a->ctx, sizeof(int) * (size_t) K * s.T);
+	s.krows = a->alloc(a->ctx, sizeof(float *) * (size_t) s.T);
+	s.vrows = a->alloc(a->ctx, sizeof(float *) * (size_t) s.T);
 
 	for (int t = 1; t <= s.T; t++)
 	{
@@ -429,7 +409,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 				continue;
 			}
 			if (K > 1)
-				reorder_caches(m, &s, i * K, nnew, h->parent, t);
+				reorder_caches(&s, i * K, nnew, h->parent, t);
 			h->nb = nnew;
 		}
 	}

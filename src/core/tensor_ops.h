@@ -49,6 +49,15 @@ void		tf_matmul(int m, int n, int k,
 					  bool trans_b, float alpha, float beta);
 
 /*
+ * tf_matmul for one row of a whose b is given by row pointers (each row
+ * at rows[j] + off): out (n) = alpha · a (k) · bᵀ, and out (k) = w (n) · b.
+ * Bitwise the same as tf_matmul on those rows copied into one matrix.
+ */
+void		tf_dot_rows(int n, int k, float *out, const float *a, const float *const *rows, size_t off,
+						float alpha);
+void		tf_sum_rows(int n, int k, float *out, const float *w, const float *const *rows, size_t off);
+
+/*
  * Weight matrices W (out, in), as torch.nn.Linear keeps them, are packed
  * for tf_linear into panels of TF_PANEL rows of W, each stored column by
  * column: element (r, p) is at ((r / 32) · in + p) · 32 + r % 32.  The last

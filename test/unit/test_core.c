@@ -1047,6 +1047,71 @@ test_metrics(void)
 }
 
 /*
+ * Decoder self-attention over cache rows left where they were written
+ * (tf_multihead_attention_rows, the beams' caches are never copied):
+ * bitwise equal to tf_multihead_attention on the same rows gathered into
+ * matrices, for every kernel family, key counts across tiles and tails.
+ */
+static void
+test_attention_rows(const char *kernels)
+{
+	static const int shapes[][3] = {{1, 8, 1}, {3, 16, 2}, {5, 64, 4}, {17, 512, 8}, {40, 256, 4}, {97, 72, 6}};
+
+	srand(31);
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+	{
+		int			m = shapes[si][0],
+					d = shapes[si][1],
+					heads = shapes[si][2];
+		float	   *pool = xmalloc(sizeof(float) * (size_t) 3 * m * d * 2);
+		float	   *k = xmalloc(sizeof(float) * m * d);
+		float	   *v = xmalloc(sizeof(float) * m * d);
+		float	   *q = xmalloc(sizeof(float) * d);
+		float	   *o1 = xmalloc(sizeof(float) * d);
+		float	   *o2 = xmalloc(sizeof(float) * d);
+		float	   *scratch = xmalloc(sizeof(float) * m);
+		const float **kr = xmalloc(sizeof(float *) * m);
+		const float **vr = xmalloc(sizeof(float *) * m);
+		int			same;
+
+		for (int i = 0; i < 3 * m * d * 2; i++)
+			pool[i] = (float) rand() / RAND_MAX - 0.5f;
+		for (int i = 0; i < d; i++)
+			q[i] = (float) rand() / RAND_MAX - 0.5f;
+		for (int j = 0; j < m; j++)
+		{
+			/* rows scattered over the pool, in no order */
+			int			ks = rand() % (3 * m),
+						vs = 3 * m + rand() % (3 * m);
+
+			kr[j] = pool + (size_t) ks * d;
+			vr[j] = pool + (size_t) vs * d;
+			memcpy(k + (size_t) j * d, kr[j], sizeof(float) * d);
+			memcpy(v + (size_t) j * d, vr[j], sizeof(float) * d);
+		}
+		tf_multihead_attention(1, m, d, d, heads, o1, scratch, q, k, v, NULL);
+		tf_multihead_attention_rows(m, d, heads, o2, scratch, q, kr, vr);
+		same = memcmp(o1, o2, sizeof(float) * d) == 0;
+		printf("%-4s %s attention over scattered rows, %d keys, d %d, %d heads: %s\n", same ? "ok" : "FAIL",
+			   kernels, m, d, heads, same ? "bitwise equal to the gathered matrices" : "DIFFERENT");
+		if (same)
+			passed++;
+		else
+			failed++;
+		free(pool);
+		free(k);
+		free(v);
+		free(q);
+		free(o1);
+		free(o2);
+		free(scratch);
+		free(kr);
+		free(vr);
+	}
+}
+
+
+/*
  * Threads for one call (threads.c): every part of a region runs exactly
  * once, and tf_linear gives bitwise the same result with 1 to 4 threads,
  * for every dtype and kernel family, on shapes past the threshold whose
@@ -1251,6 +1316,7 @@ main(int argc, char **argv)
 		{
 			test_linear(kernels);
 			test_small_matmul(kernels);
+			test_attention_rows(kernels);
 		}
 		else
 			printf("skip kernels of level %d: not on this CPU\n", level);
