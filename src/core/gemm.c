@@ -35,8 +35,8 @@
 #define TF_X86 1
 #endif
 
-/* Below this many rows of a, tf_matmul's products are done here. */
-#define SMALL_M 16
+/* Up to this many rows of a, tf_matmul's products are done here. */
+#define SMALL_M TF_SMALL_M
 
 float
 tf_half_to_float(uint16_t h)
@@ -323,7 +323,8 @@ sum_rows_##SFX(size_t n, size_t k, float *out, const float *w,					\
 #define DEFINE_PANEL(SFX, DT, TARGET, MR, NV, VW, BT, LOADP)					\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
-						const float *x, size_t ldx, const BT *panel, const BT *next)	\
+						const float *x, size_t ldx, const BT *panel, const BT *next,	\
+						const float *bias)												\
 {																				\
 	vf_##SFX	acc[MR][NV];													\
 																				\
@@ -350,12 +351,17 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 	}																			\
 	for (size_t r = 0; r < R; r++)												\
 	{																			\
-		if (cols == TF_PANEL)													\
+		if (cols == TF_PANEL && bias)											\
+			for (size_t i = 0; i < NV; i++)										\
+				*(vf_##SFX *) (y + r * ldy + i * VW) =							\
+					acc[r][i] + *(const vf_##SFX *) (bias + i * VW);			\
+		else if (cols == TF_PANEL)												\
 			for (size_t i = 0; i < NV; i++)										\
 				*(vf_##SFX *) (y + r * ldy + i * VW) = acc[r][i];				\
 		else																	\
 			for (size_t j = 0; j < cols; j++)									\
-				y[r * ldy + j] = acc[r][j / VW][j % VW];						\
+				y[r * ldy + j] = bias ? acc[r][j / VW][j % VW] + bias[j] :		\
+					acc[r][j / VW][j % VW];										\
 	}																			\
 }																				\
 																				\
@@ -366,7 +372,8 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
  */																				\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
-						 const float *x, size_t ldx, const BT *panel)			\
+						 const float *x, size_t ldx, const BT *panel,			\
+						 const float *bias)										\
 {																				\
 	vf_##SFX	acc[3][4][NV];													\
 																				\
@@ -393,12 +400,14 @@ panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
 	for (size_t r = 0; r < R; r++)												\
 		for (size_t q = 0; q < 4; q++)											\
 			for (size_t i = 0; i < NV; i++)										\
-				*(vf_##SFX *) (y + r * ldy + q * TF_PANEL + i * VW) = acc[r][q][i];	\
+				*(vf_##SFX *) (y + r * ldy + q * TF_PANEL + i * VW) = bias ?	\
+					acc[r][q][i] + *(const vf_##SFX *) (bias + q * TF_PANEL + i * VW) :	\
+					acc[r][q][i];												\
 }																				\
 																				\
 static __attribute__((TARGET)) void												\
 linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
-					const void *packed, size_t jlo, size_t jhi)					\
+					const void *packed, size_t jlo, size_t jhi, const float *bias)	\
 {																				\
 	const BT   *w = packed;														\
 	size_t		j = jlo;														\
@@ -406,18 +415,21 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 	if (m <= 3 && MR > 1)														\
 		for (; j + 4 * TF_PANEL <= jhi; j += 4 * TF_PANEL)						\
 		{																		\
+			const float *bj = bias ? bias + j : NULL;							\
+																				\
 			if (m == 1)															\
-				panel4_tile_##SFX##_##DT(1, k, y + j, n, x, k, w + j * k);		\
+				panel4_tile_##SFX##_##DT(1, k, y + j, n, x, k, w + j * k, bj);	\
 			else if (m == 2)													\
-				panel4_tile_##SFX##_##DT(2, k, y + j, n, x, k, w + j * k);		\
+				panel4_tile_##SFX##_##DT(2, k, y + j, n, x, k, w + j * k, bj);	\
 			else																\
-				panel4_tile_##SFX##_##DT(3, k, y + j, n, x, k, w + j * k);		\
+				panel4_tile_##SFX##_##DT(3, k, y + j, n, x, k, w + j * k, bj);	\
 		}																		\
 	/* each panel is read from memory once and meets every row of x */		\
 	for (; j < jhi; j += TF_PANEL)												\
 	{																			\
 		size_t		cols = jhi - j < TF_PANEL ? jhi - j : TF_PANEL;				\
 		const BT   *panel = w + j * k;											\
+		const float *bj = bias ? bias + j : NULL;								\
 																				\
 		for (size_t r = 0; r < m; r += MR)										\
 		{																		\
@@ -434,7 +446,7 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 	}																			\
 }
 
-#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next); break;
+#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next, bj); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -472,9 +484,9 @@ DEFINE_GATHER(v3, target("arch=x86-64-v3"), 8)
 #define PANEL_CASES_v4(DT) PANEL_CASE(v4, DT, 1) PANEL_CASE(v4, DT, 2) PANEL_CASE(v4, DT, 3) \
 	PANEL_CASE(v4, DT, 4) PANEL_CASE(v4, DT, 5) PANEL_CASE(v4, DT, 6) PANEL_CASE(v4, DT, 7) \
 	PANEL_CASE(v4, DT, 8) PANEL_CASE(v4, DT, 9) PANEL_CASE(v4, DT, 10) PANEL_CASE(v4, DT, 11) \
-	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next); break;
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next, bj); break;
 #define PANEL_CASES_v3(DT) PANEL_CASE(v3, DT, 1) PANEL_CASE(v3, DT, 2) \
-	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next); break;
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next, bj); break;
 
 DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
 DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
@@ -493,7 +505,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
 #define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
 #define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
-#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next); break;
+#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next, bj); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
 DEFINE_GATHER(base, unused, 4)
@@ -504,7 +516,7 @@ DEFINE_PANEL(base, bf16, unused, 1, 8, 4, uint16_t, BASE_BF16)
 typedef void (*matmul_fn) (size_t, size_t, size_t, float *, size_t,
 						   const float *, size_t, const float *, size_t, float, float);
 typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *,
-						   size_t, size_t);
+						   size_t, size_t, const float *);
 typedef void (*dot_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t, float);
 typedef void (*sum_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t);
 
@@ -661,15 +673,8 @@ linear_part(void *arg, int part, int nparts)
 	tf_column_block(j->n, part, nparts, &lo, &hi);
 	if (lo >= hi)
 		return;
-	linear_fns[j->dt] (j->m, j->n, j->k, j->y, j->x, j->packed, lo, hi);
-	if (j->bias)
-		for (size_t r = 0; r < j->m; r++)
-		{
-			float	   *yr = j->y + r * j->n;
-
-			for (size_t c = lo; c < hi; c++)
-				yr[c] += j->bias[c];
-		}
+	/* the bias is added as each output is stored: the same sum, one pass */
+	linear_fns[j->dt] (j->m, j->n, j->k, j->y, j->x, j->packed, lo, hi, j->bias);
 }
 
 /* how many threads a product of m x n x k multiply-adds is worth */

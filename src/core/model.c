@@ -244,11 +244,11 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 		linear(nr, d, d, s->q, in, A->q_w, A->q_b);
 		linear(nr, d, d, s->kv, in, A->k_w, A->k_b);
 		for (int r = 0; r < nr; r++)
-			memcpy(cache_at(s, s->kcache, d, l, rows[r].slot) + (size_t) pos * d,
+			memcpy(cache_row(s, s->kcache, d, l, rows[r].slot, pos),
 				   s->kv + (size_t) r * d, sizeof(float) * d);
 		linear(nr, d, d, s->kv, in, A->v_w, A->v_b);
 		for (int r = 0; r < nr; r++)
-			memcpy(cache_at(s, s->vcache, d, l, rows[r].slot) + (size_t) pos * d,
+			memcpy(cache_row(s, s->vcache, d, l, rows[r].slot, pos),
 				   s->kv + (size_t) r * d, sizeof(float) * d);
 		for (int r = 0; r < nr; r++)
 		{
@@ -256,8 +256,8 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 
 			for (int j = 0; j <= pos; j++)
 			{
-				s->krows[j] = cache_at(s, s->kcache, d, l, anc[j]) + (size_t) j * d;
-				s->vrows[j] = cache_at(s, s->vcache, d, l, anc[j]) + (size_t) j * d;
+				s->krows[j] = cache_row(s, s->kcache, d, l, anc[j], j);
+				s->vrows[j] = cache_row(s, s->vcache, d, l, anc[j], j);
 			}
 			tf_multihead_attention_rows(pos + 1, d, c->dec_heads,
 										s->att + (size_t) r * d, s->scores,
@@ -269,12 +269,21 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 		/* cross-attention over each row's encoder output */
 		in = block_input(&xblk, s->x, s->tmp);
 		linear(nr, d, d, s->q, in, X->q_w, X->q_b);
-		for (int r = 0; r < nr; r++)
-			tf_multihead_attention(1, rows[r].n_src, d, d, c->dec_heads,
+		/*
+		 * A sentence's beams are consecutive rows over one source: each key
+		 * is read once for up to TF_SMALL_M of them (tf_matmul's own
+		 * kernels, so every row's result is what it would be alone).
+		 */
+		for (int r = 0, g; r < nr; r += g)
+		{
+			for (g = 1; r + g < nr && g < TF_SMALL_M && rows[r + g].cross_k == rows[r].cross_k; g++)
+				;
+			tf_multihead_attention(g, rows[r].n_src, d, d, c->dec_heads,
 								   s->att + (size_t) r * d, s->scores,
 								   s->q + (size_t) r * d,
 								   rows[r].cross_k + (size_t) l * rows[r].n_src * d,
 								   rows[r].cross_v + (size_t) l * rows[r].n_src * d, NULL);
+		}
 		linear(nr, d, d, s->out, s->att, X->o_w, X->o_b);
 		block_output(&xblk, s->x, s->out);
 

@@ -58,9 +58,9 @@ typedef struct RunState
 	float	   *out;			/* (rows, d) */
 	float	   *hb;				/* (rows, ffn) */
 	float	   *logits;			/* (rows, vocab) */
-	float	   *scores;			/* (max(T, longest source)) */
-	float	   *kcache;			/* (layers, slots, T, d) */
-	float	   *vcache;			/* (layers, slots, T, d) */
+	float	   *scores;			/* (max(T, TF_SMALL_M x longest source)) */
+	float	   *kcache;			/* (layers, T, slots, d) */
+	float	   *vcache;			/* (layers, T, slots, d) */
 	/*
 	 * A cache row is written once, at its step, and never moved: row j of a
 	 * beam lives in the slot its ancestor had at step j, anc[slot][j].  A
@@ -82,10 +82,14 @@ typedef struct StepRow
 	const float *cross_v;
 } StepRow;
 
+/*
+ * Position-major: a step's rows of every slot lie together, so a step
+ * writes one dense block and only the positions reached are ever touched.
+ */
 static inline float *
-cache_at(const RunState *s, float *cache, int d, int l, int slot)
+cache_row(const RunState *s, float *cache, int d, int l, int slot, int pos)
 {
-	return cache + (((size_t) l * s->slots + slot) * s->T) * d;
+	return cache + (((size_t) l * s->T + pos) * s->slots + slot) * d;
 }
 
 void		tf_encode_state_alloc(const TfModel *m, int n, EncodeState *e, const SpmAlloc *a);

@@ -225,8 +225,16 @@ beam_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logit
 	}
 	if (last || nnew == 0)
 		return 0;
-	memcpy(h->toks, h->toks2, sizeof(int) * (size_t) nnew * T1);
-	memcpy(h->score, h->score2, sizeof(double) * nnew);
+	/* the new beams become the live ones: swap, not copy */
+	{
+		int		   *tt = h->toks;
+		double	   *ts = h->score;
+
+		h->toks = h->toks2;
+		h->toks2 = tt;
+		h->score = h->score2;
+		h->score2 = ts;
+	}
 
 	/* _check_early_stop_heuristic: can the best live beam still beat the worst finished? */
 	if (h->nfin == K)
@@ -353,7 +361,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	s.out = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
 	s.hb = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->dec_ffn);
 	s.logits = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->vocab);
-	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, longest));
+	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, TF_SMALL_M * longest));
 	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
 	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
 	s.anc = a->alloc(a->ctx, sizeof(int) * (size_t) maxrows * s.T);

@@ -40,8 +40,10 @@ void		tf_set_blas_threads(int nthreads);
 
 /*
  * out (m, n) = a (m, k) · b (k, n), or a · bᵀ with b (n, k) when trans_b.
- * sgemm, or for few rows of a, gemm.c's kernels; beta = 1 accumulates into out.
+ * sgemm, or for at most TF_SMALL_M rows of a, gemm.c's kernels, whose every
+ * output is the same whatever m is; beta = 1 accumulates into out.
  */
+#define TF_SMALL_M 16
 void		tf_matmul(int m, int n, int k,
 					  float *out, int ldo,
 					  const float *a, int lda,
