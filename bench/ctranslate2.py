@@ -49,7 +49,14 @@
    32, with one max_length per group (the largest L of its sentences), the
    median of --batch-reps runs per group with the sides alternating.  fp32
    and int8 each.
-5. Identity: per sentence, SQL generate() (the same options; untimed) against
+5. PyTorch fp32, the anchor of the older figures, in the same run (unless
+   --no-torch): bench/torch_decode.py's IncrementalDecoder on the modules of
+   tools/marian_torch.py (KV cache, cross-attention K/V once,
+   inference_mode, one thread, the same max_length rule), timed per
+   sentence next to the other two, and batched (beam 4) on the same groups.
+   The int8 rows' PyTorch column is fp32 too: the issue's target is ours in
+   int8 against PyTorch fp32.
+6. Identity: per sentence, SQL generate() (the same options; untimed) against
    CTranslate2's tokens mapped through vocab.json; batch, our texts against
    SQL detokenize() of CTranslate2's ids (the same detokenizer on both).
 
@@ -57,7 +64,8 @@ Ratios are CTranslate2's time over ours (> 1: we are faster).
 Needs a running server with the extension installed; skipped (exit 0) when
 the Python module ctranslate2 is not importable.
 Usage: pg_virtualenv -t bench/ctranslate2.py [-n N] [--batch-n M] [--quick] [--reps R] [--batch-reps R]
-       [--models bundled,base] [--parts sentence,batch] [--precisions fp32,int8]
+       [--models bundled,base] [--parts sentence,batch] [--precisions fp32,int8] [--ct2-isa AVX512]
+       [--no-torch]
 """
 import argparse
 import json
@@ -97,6 +105,8 @@ import benchlib as bl  # noqa: E402
 bl.reexec_with_coretype()
 import psycopg2  # noqa: E402
 import sentencepiece as spm  # noqa: E402
+import torch  # noqa: E402
+import torch_decode as td  # noqa: E402
 from ctranslate2.converters import Converter  # noqa: E402
 from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
 
@@ -506,6 +516,7 @@ def main():
     ap.add_argument("--precisions", default="fp32,int8")
     ap.add_argument("--ct2-isa", help="CT2_FORCE_CPU_ISA for CTranslate2 (AVX512, AVX2, ...; default: its choice)")
     ap.add_argument("--wait-quiet", type=float, default=10, help="minutes to wait for other processes to stop")
+    ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch fp32 column")
     args = ap.parse_args()
     if args.quick:
         args.n, args.batch_n, args.batch_reps = min(args.n, 20), min(args.batch_n, 64), 1
@@ -562,6 +573,14 @@ def main():
                 "int8_float32: same ids %d/%d (greedy and beam 4, %d sentences)" % (same, 2 * k, k))
             del alt
 
+        # PyTorch fp32, the anchor of our older figures: bench/torch_decode.py (KV cache, cross K/V once,
+        # inference_mode, one thread), the same max_length rule (1 + ceil(3 x source ids), capped)
+        dec = None
+        if not args.no_torch:
+            torch.set_num_threads(1)
+            dec = td.IncrementalDecoder(bl.mt.Translator(m.dir).model)
+            dec.greedy(m.source_ids(sents[0]))
+
         log("  waiting until the machine is quiet (up to %g minutes)" % args.wait_quiet)
         log("  other processes: %.2f cores" % wait_quiet(args.wait_quiet, backend))
 
@@ -574,10 +593,19 @@ def main():
             toks = {k: 0 for k in t}
             diffs = {k: [] for k in t}
             int8_same = {(b, side): 0 for b in (1, 4) for side in ("ours", "ct2")}    # int8 ids = fp32 ids
+            t_torch = {1: [], 4: []}
             for i, s in enumerate(sents[: args.n]):
                 L = m.max_length(s)
                 for b in (1, 4):
                     got = {}
+                    if dec is not None:
+                        src = m.source_ids(s)
+                        ts = []
+                        for _ in range(args.reps):
+                            t0 = time.perf_counter()
+                            dec.greedy(src) if b == 1 else dec.beam([src], 4)
+                            ts.append(time.perf_counter() - t0)
+                        t_torch[b].append(statistics.median(ts))
                     for p in precs:
                         k = (b, p)
                         o_secs, o_txt, o_ids = m.ours(cur, p, s, b, L, args.reps)
@@ -611,10 +639,13 @@ def main():
                                              int8_same[(1, "ct2")], args.n, int8_same[(4, "ct2")], args.n))
             for (b, p), tt in t.items():
                 r = [c / o for c, o in zip(tt["ct2"], tt["ours"])]
+                rt = [x / o for x, o in zip(t_torch[b], tt["ours"])]
                 rows.append((m.label, "greedy" if b == 1 else "beam 4", p, "per sentence",
                              1e3 * statistics.mean(tt["ct2"]), 1e3 * statistics.mean(tt["ours"]),
                              statistics.median(r), min(r), max(r), "%d/%d" % (same[(b, p)], n),
-                             "%d/%d" % (same_p2[(b, p)], n) if b > 1 else "", toks[(b, p)] / n))
+                             "%d/%d" % (same_p2[(b, p)], n) if b > 1 else "", toks[(b, p)] / n,
+                             1e3 * statistics.mean(t_torch[b]) if rt else None,
+                             statistics.median(rt) if rt else None))
                 log("  %s %s: ids identical %d/%d (CTranslate2 with patience 2: %d/%d), texts %d/%d, "
                     "%.1f tokens/sentence (ours)%s" % (
                     "greedy" if b == 1 else "beam 4", p, same[(b, p)], n, same_p2[(b, p)], n, same_txt[(b, p)], n,
@@ -630,6 +661,16 @@ def main():
                 L = max(m.max_length(s) for s in groups[0])
                 m.ours_batch(cur, p, groups[0], 4, L)
                 m.ct2(trs[p], groups[0], 4, L)
+            torch_t = []
+            if dec is not None:
+                for g in groups:            # PyTorch fp32 batched beam 4, the same groups
+                    ts = []
+                    for _ in range(args.batch_reps):
+                        t0 = time.perf_counter()
+                        dec.beam([m.source_ids(s) for s in g], 4)
+                        ts.append(time.perf_counter() - t0)
+                    torch_t.append(statistics.median(ts))
+                log("  PyTorch fp32 batched beam 4: %s s per group" % " ".join("%.2f" % x for x in torch_t))
             for p in precs:
                 o_t, c_t, ok, ok2, total, ntok = [], [], 0, 0, 0, 0
                 for g in groups:
@@ -663,16 +704,19 @@ def main():
                 r = [c / o for c, o in zip(c_t, o_t)]
                 rows.append((m.label, "beam 4", p, "batch of %d" % B, 1e3 * sum(c_t) / total, 1e3 * sum(o_t) / total,
                              sum(c_t) / sum(o_t), min(r), max(r), "%d/%d" % (ok, total), "%d/%d" % (ok2, total),
-                             ntok / total))
+                             ntok / total, 1e3 * sum(torch_t) / total if torch_t else None,
+                             sum(torch_t) / sum(o_t) if torch_t else None))
             log("  batch part: other processes used %.2f cores" % meter.others())
         del trs
 
     log("\n| model | decoding | precision | form | CTranslate2 ms/sentence | ours ms/sentence | "
-        "**CTranslate2 / ours** | same output | same with patience 2 | tokens/sentence |")
-    log("|---|---|---|---|---|---|---|---|---|---|")
-    for mod, dec, p, form, c, o, r, lo, hi, same_, same2, tk in rows:
-        log("| %s | %s | %s | %s | %.1f | %.1f | **%.2fx** [%.2f, %.2f] | %s | %s | %.1f |" % (
-            mod, dec, p, form, c, o, r, lo, hi, same_, same2, tk))
+        "**CTranslate2 / ours** | PyTorch fp32 ms/sentence | PyTorch fp32 / ours | same output | "
+        "same with patience 2 | tokens/sentence |")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mod, dec_, p, form, c, o, r, lo, hi, same_, same2, tk, pt, rt in rows:
+        log("| %s | %s | %s | %s | %.1f | %.1f | **%.2fx** [%.2f, %.2f] | %s | %s | %s | %s | %.1f |" % (
+            mod, dec_, p, form, c, o, r, lo, hi, "%.1f" % pt if pt is not None else "-",
+            "%.2fx" % rt if rt is not None else "-", same_, same2, tk))
     log("(per sentence: mean times, median [min, max] of the per-sentence ratios, ids compared (SQL generate()); "
         "batch: total times over all groups, their ratio [min, max of the groups' ratios], texts compared "
         "(SQL detokenize() of CTranslate2's ids); per sentence %d run(s) each, batch %d, medians)"

@@ -57,4 +57,5 @@ SELECT softmax_weighted_sum_combine('{1,0,1,5}', '{1,0,1,5,6}');
 SET transformer.threads = 0;
 SET transformer.threads = 65;
 SET transformer.max_threads = 0;
+SET transformer.decode_workspace = -1;
 SET transformer.no_such_setting = 1;

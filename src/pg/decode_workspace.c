@@ -17,7 +17,9 @@
  * fault in fresh pages every time.  A call takes them from the workspace
  * in order; what does not fit comes from the caller's memory context, and
  * the next call grows the workspace to what this one needed, up to
- * WORKSPACE_MAX bytes, held by the backend for its lifetime.  Nothing in
+ * transformer.decode_workspace (256 MB by default), held by the backend for
+ * its lifetime.  (Fresh pages are dear: on a virtual machine, faulting in a
+ * batch's key/value caches took a third of a batch's time.)  Nothing in
  * the core reads a buffer before writing it, so none is zeroed.
  *
  * One call holds it at a time: a nested call (a user's code run by a load
@@ -25,7 +27,8 @@
  * so the outer call's buffers are never reused or freed under it.  The
  * holder releases it when done, or its (sub)transaction's abort does.
  */
-#define WORKSPACE_MAX ((Size) 64 * 1024 * 1024)
+/* transformer.decode_workspace, in kB */
+int			decode_workspace_kb = 256 * 1024;
 #define WORKSPACE_ALIGN 64
 
 typedef struct Workspace
@@ -96,7 +99,14 @@ DecodeWorkspace(MemoryContext cxt)
 	}
 	workspace.busy = true;
 	workspace.owner = GetCurrentSubTransactionId();
-	if (workspace.need > workspace.size && workspace.need <= WORKSPACE_MAX)
+	if (workspace.size > (Size) decode_workspace_kb * 1024)
+	{
+		/* the setting was lowered: give the memory back */
+		pfree(workspace.raw);
+		workspace.raw = NULL;
+		workspace.size = 0;
+	}
+	if (workspace.need > workspace.size && workspace.need <= (Size) decode_workspace_kb * 1024)
 	{
 		if (workspace.raw)
 			pfree(workspace.raw);

@@ -23,6 +23,9 @@ extern void *WorkspaceContextAlloc(void *ctx, size_t size);
 extern SpmAlloc DecodeWorkspace(MemoryContext cxt);
 extern void ReleaseWorkspace(SpmAlloc *a);
 
+/* transformer.decode_workspace: the most bytes (in kB) kept between calls */
+extern int	decode_workspace_kb;
+
 /* At load: an error in the holder's (sub)transaction releases the workspace. */
 extern void InitDecodeWorkspace(void);
 

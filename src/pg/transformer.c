@@ -118,6 +118,16 @@ _PG_init(void)
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("transformer.decode_workspace",
+							"Sets the most memory a backend keeps for decoding between calls.",
+							"Decoding's buffers (key/value caches, logits) up to this size are reused by the "
+							"next call instead of being allocated and faulted in again; 0 keeps none.",
+							&decode_workspace_kb,
+							256 * 1024, 0, 1024 * 1023,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("transformer.job_naptime",
 							"Sets how often an idle worker of a keep_in_sync job looks for changed rows.",
 							NULL,

@@ -3,7 +3,8 @@
 -- same way, so translations are identical with 1, 2 and 3 threads, fp32
 -- and int8, per sentence, batched and as one long document; a cancel
 -- still arrives (the calling thread checks interrupts between products);
--- and max_threads caps what a role may set.
+-- and max_threads caps what a role may set.  Also the decoding workspace
+-- (transformer.decode_workspace): kept or not, the same translations.
 \set ON_ERROR_STOP 1
 \set QUIET 1
 \pset format unaligned
@@ -12,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(9);
+SELECT plan(11);
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT quantize_model('multi30k_de_en', 'multi30k_de_en_i8') \g /dev/null
 SET LOCAL transformer.max_threads = 8;
@@ -45,6 +46,11 @@ SELECT is(cardinality(:'one'::text[]), 25, '25 translations: 6 per sentence fp32
 SELECT is(pg_temp.run(2), :'one'::text[], '2 threads: the same translations as 1');
 SELECT is(pg_temp.run(3), :'one'::text[], '3 threads: the same translations as 1');
 SELECT is(pg_temp.run(1), :'one'::text[], 'back to 1 thread: the same again');
+SET LOCAL transformer.decode_workspace = 0;
+SELECT is(pg_temp.run(2), :'one'::text[], 'no workspace kept between calls (decode_workspace = 0): the same translations');
+SET LOCAL transformer.decode_workspace = '1MB';
+SELECT is(pg_temp.run(1), :'one'::text[], 'a workspace too small for a batch (1MB): the same translations');
+RESET transformer.decode_workspace;
 
 -- every translation is a real sentence (not empty: the threads wrote their columns)
 SELECT is((SELECT count(*)::int FROM unnest(:'one'::text[]) t WHERE t ~ '^[A-Z][a-z ]' AND length(t) > 10), 25, 'every translation starts like an English sentence');
