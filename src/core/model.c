@@ -11,6 +11,7 @@
 #include "model_internal.h"
 #include "attention.h"
 #include "tensor_ops.h"
+#include "threads.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -208,6 +209,82 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 /* ------------------------------------------------------------ decoder */
 
 /*
+ * A step's attention, row by row: independent rows, so the threads of one
+ * call (threads.h) share them, each with its own scratch; every row is
+ * computed by the same kernels whatever the split.
+ */
+typedef struct StepAttn
+{
+	const TfModel *m;
+	RunState   *s;
+	int			nr;
+	const StepRow *rows;
+	int			pos;
+	int			l;
+} StepAttn;
+
+static inline int
+imin(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+/* self-attention of rows nr·part/nparts .. over each row's own cache rows */
+static void
+self_attn_part(void *arg, int part, int nparts)
+{
+	const StepAttn *j = arg;
+	RunState   *s = j->s;
+	int			d = j->m->cfg.d_model;
+	float	   *scratch = s->scores + (size_t) part * s->part_scores;
+	const float **kr = s->krows + (size_t) part * s->T;
+	const float **vr = s->vrows + (size_t) part * s->T;
+
+	for (int r = (int) ((long) j->nr * part / nparts); r < (int) ((long) j->nr * (part + 1) / nparts); r++)
+	{
+		const int  *anc = s->anc + (size_t) j->rows[r].slot * s->T;
+
+		for (int p = 0; p <= j->pos; p++)
+		{
+			kr[p] = cache_row(s, s->kcache, d, j->l, anc[p], p);
+			vr[p] = cache_row(s, s->vcache, d, j->l, anc[p], p);
+		}
+		tf_multihead_attention_rows(j->pos + 1, d, j->m->cfg.dec_heads,
+									s->att + (size_t) r * d, scratch,
+									s->q + (size_t) r * d, kr, vr);
+	}
+}
+
+/*
+ * Cross-attention.  A sentence's beams are consecutive rows over one
+ * source: each key is read once for up to TF_SMALL_M of them (tf_matmul's
+ * own kernels, so every row's result is what it would be alone).  Groups
+ * are dealt to the parts in turn.
+ */
+static void
+cross_attn_part(void *arg, int part, int nparts)
+{
+	const StepAttn *j = arg;
+	RunState   *s = j->s;
+	const StepRow *rows = j->rows;
+	int			d = j->m->cfg.d_model;
+	float	   *scratch = s->scores + (size_t) part * s->part_scores;
+
+	for (int r = 0, g, gi = 0; r < j->nr; r += g, gi++)
+	{
+		for (g = 1; r + g < j->nr && g < TF_SMALL_M && rows[r + g].cross_k == rows[r].cross_k; g++)
+			;
+		if (gi % nparts != part)
+			continue;
+		tf_multihead_attention(g, rows[r].n_src, d, d, j->m->cfg.dec_heads,
+							   s->att + (size_t) r * d, scratch,
+							   s->q + (size_t) r * d,
+							   rows[r].cross_k + (size_t) j->l * rows[r].n_src * d,
+							   rows[r].cross_v + (size_t) j->l * rows[r].n_src * d, NULL);
+	}
+}
+
+/*
  * One decoder step for nr rows at position pos; leaves the logits in
  * s->logits (nr, vocab).
  */
@@ -240,7 +317,7 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 		Block		xblk = {m, nr, X->ln_g, X->ln_b};
 		const float *in = block_input(&blk, s->x, s->tmp);
 
-		/* self-attention over each row's cached keys and values */
+		/* self-attention over each row's cached keys and values (rows shared by the threads) */
 		linear(nr, d, d, s->q, in, A->q_w, A->q_b);
 		linear(nr, d, d, s->kv, in, A->k_w, A->k_b);
 		for (int r = 0; r < nr; r++)
@@ -250,18 +327,10 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 		for (int r = 0; r < nr; r++)
 			memcpy(cache_row(s, s->vcache, d, l, rows[r].slot, pos),
 				   s->kv + (size_t) r * d, sizeof(float) * d);
-		for (int r = 0; r < nr; r++)
 		{
-			const int  *anc = s->anc + (size_t) rows[r].slot * s->T;
+			StepAttn	job = {m, s, nr, rows, pos, l};
 
-			for (int j = 0; j <= pos; j++)
-			{
-				s->krows[j] = cache_row(s, s->kcache, d, l, anc[j], j);
-				s->vrows[j] = cache_row(s, s->vcache, d, l, anc[j], j);
-			}
-			tf_multihead_attention_rows(pos + 1, d, c->dec_heads,
-										s->att + (size_t) r * d, s->scores,
-										s->q + (size_t) r * d, s->krows, s->vrows);
+			tf_parallel(imin(s->parts, nr), self_attn_part, &job);
 		}
 		linear(nr, d, d, s->out, s->att, A->o_w, A->o_b);
 		block_output(&blk, s->x, s->out);
@@ -269,20 +338,10 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 		/* cross-attention over each row's encoder output */
 		in = block_input(&xblk, s->x, s->tmp);
 		linear(nr, d, d, s->q, in, X->q_w, X->q_b);
-		/*
-		 * A sentence's beams are consecutive rows over one source: each key
-		 * is read once for up to TF_SMALL_M of them (tf_matmul's own
-		 * kernels, so every row's result is what it would be alone).
-		 */
-		for (int r = 0, g; r < nr; r += g)
 		{
-			for (g = 1; r + g < nr && g < TF_SMALL_M && rows[r + g].cross_k == rows[r].cross_k; g++)
-				;
-			tf_multihead_attention(g, rows[r].n_src, d, d, c->dec_heads,
-								   s->att + (size_t) r * d, s->scores,
-								   s->q + (size_t) r * d,
-								   rows[r].cross_k + (size_t) l * rows[r].n_src * d,
-								   rows[r].cross_v + (size_t) l * rows[r].n_src * d, NULL);
+			StepAttn	job = {m, s, nr, rows, pos, l};
+
+			tf_parallel(imin(s->parts, nr), cross_attn_part, &job);
 		}
 		linear(nr, d, d, s->out, s->att, X->o_w, X->o_b);
 		block_output(&xblk, s->x, s->out);

@@ -58,7 +58,9 @@ typedef struct RunState
 	float	   *out;			/* (rows, d) */
 	float	   *hb;				/* (rows, ffn) */
 	float	   *logits;			/* (rows, vocab) */
-	float	   *scores;			/* (max(T, TF_SMALL_M x longest source)) */
+	int			parts;			/* threads that share a step (tf_parallel_parts()) */
+	size_t		part_scores;	/* floats of scores per part: max(T, TF_SMALL_M x longest source) */
+	float	   *scores;			/* (parts, part_scores) */
 	float	   *kcache;			/* (layers, T, slots, d) */
 	float	   *vcache;			/* (layers, T, slots, d) */
 	/*
@@ -68,8 +70,8 @@ typedef struct RunState
 	 */
 	int		   *anc;			/* (slots, T) */
 	int		   *anc_tmp;		/* (beams, T): parents' rows while beams move */
-	const float **krows;		/* (T) one row's keys of a layer, by position */
-	const float **vrows;		/* (T) */
+	const float **krows;		/* (parts, T) one row's keys of a layer, by position */
+	const float **vrows;		/* (parts, T) */
 } RunState;
 
 /* What one row of a step is: its token, cache slot and source. */

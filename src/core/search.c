@@ -8,6 +8,7 @@
  */
 #include "model.h"
 #include "model_internal.h"
+#include "threads.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -259,6 +260,12 @@ beam_step(const TfConfig *c, const TfDecodeOptions *opt, Search *h, float *logit
  * sentence).  Its cache rows stay where they were written; it takes its
  * parent's row locations for positions 0 .. t-1.
  */
+static inline int
+imin(int a, int b)
+{
+	return a < b ? a : b;
+}
+
 static void
 reorder_caches(RunState *s, int first, int nb, const int *parent, int t)
 {
@@ -273,6 +280,50 @@ reorder_caches(RunState *s, int first, int nb, const int *parent, int t)
 			   sizeof(int) * t);
 	for (int b = 0; b < nb; b++)
 		memcpy(s->anc + (size_t) (first + b) * s->T, s->anc_tmp + (size_t) b * s->T, sizeof(int) * t);
+}
+
+/*
+ * The search step of every live sentence, on its rows' logits: sentences
+ * are independent (each its own Search), so the threads of one call share
+ * them, dealt in turn, each part with its own candidate and token buffers.
+ */
+typedef struct SentenceSteps
+{
+	const TfConfig *c;
+	const TfDecodeOptions *opt;
+	Search	   *hs;
+	int			nsent;
+	int			K;
+	float	   *logits;			/* (rows, vocab) */
+	const int  *first_row;		/* (nsent) each sentence's first row */
+	int		   *nnew;			/* (nsent) out: its new live beams, 0 when done */
+	Cand	   *cands;			/* (parts, K x 2K) */
+	Cand	   *top;			/* (parts, 2K) */
+	int		   *tmp;			/* (parts, tmp_len) */
+	int			tmp_len;		/* the longest T + 1 */
+	int			t;
+} SentenceSteps;
+
+static void
+sentence_steps(void *arg, int part, int nparts)
+{
+	const SentenceSteps *j = arg;
+	int			K = j->K;
+
+	for (int i = part; i < j->nsent; i += nparts)
+	{
+		Search	   *h = &j->hs[i];
+		float	   *logits = j->logits + (size_t) j->first_row[i] * j->c->vocab;
+		int		   *tmp = j->tmp + (size_t) part * j->tmp_len;
+
+		if (h->done)
+			continue;
+		if (K == 1)
+			j->nnew[i] = greedy_step(j->c, &j->opt[i], h, logits, j->t, tmp);
+		else
+			j->nnew[i] = beam_step(j->c, &j->opt[i], h, logits, j->t, j->cands + (size_t) part * K * 2 * K,
+								   j->top + (size_t) part * 2 * K, tmp);
+	}
 }
 
 int
@@ -301,10 +352,14 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	EncodeState enc;
 	Search	   *hs = a->alloc(a->ctx, sizeof(Search) * nsent);
 	StepRow    *rows = a->alloc(a->ctx, sizeof(StepRow) * maxrows);
-	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) K * 2 * K);
-	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * 2 * K);
+	int			parts = tf_parallel_parts();	/* threads sharing a step */
+	Cand	   *cands = a->alloc(a->ctx, sizeof(Cand) * (size_t) parts * K * 2 * K);
+	Cand	   *top = a->alloc(a->ctx, sizeof(Cand) * (size_t) parts * 2 * K);
+	int		   *first_row = a->alloc(a->ctx, sizeof(int) * nsent);
+	int		   *nnew = a->alloc(a->ctx, sizeof(int) * nsent);
 	int		   *tmp;
 	float	   *memory;
+	SentenceSteps steps;
 
 	/* Hugging Face's max_length counts the start token: max_length - 1 steps */
 	s.slots = maxrows;
@@ -314,7 +369,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 		s.T = imax(s.T, opt[i].max_length - 1);
 		longest = imax(longest, n_src[i]);
 	}
-	tmp = a->alloc(a->ctx, sizeof(int) * (size_t) (s.T + 1));
+	tmp = a->alloc(a->ctx, sizeof(int) * (size_t) parts * (s.T + 1));
 	memory = a->alloc(a->ctx, sizeof(float) * (size_t) longest * d);
 	tf_encode_state_alloc(m, longest, &enc, a);
 
@@ -361,13 +416,16 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	s.out = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * d);
 	s.hb = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->dec_ffn);
 	s.logits = a->alloc(a->ctx, sizeof(float) * (size_t) maxrows * c->vocab);
-	s.scores = a->alloc(a->ctx, sizeof(float) * (size_t) imax(s.T, TF_SMALL_M * longest));
+	s.parts = parts;
+	s.part_scores = (size_t) imax(s.T, TF_SMALL_M * longest);
+	s.scores = a->alloc(a->ctx, sizeof(float) * parts * s.part_scores);
 	s.kcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
 	s.vcache = a->alloc(a->ctx, sizeof(float) * (size_t) L * maxrows * s.T * d);
 	s.anc = a->alloc(a->ctx, sizeof(int) * (size_t) maxrows * s.T);
 	s.anc_tmp = a->alloc(a->ctx, sizeof(int) * (size_t) K * s.T);
-	s.krows = a->alloc(a->ctx, sizeof(float *) * (size_t) s.T);
-	s.vrows = a->alloc(a->ctx, sizeof(float *) * (size_t) s.T);
+	s.krows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
+	s.vrows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
+	steps = (SentenceSteps) {c, opt, hs, nsent, K, s.logits, first_row, nnew, cands, top, tmp, s.T + 1, 0};
 
 	for (int t = 1; t <= s.T; t++)
 	{
@@ -398,27 +456,29 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 			break;
 		tf_decoder_step(m, &s, nr, rows, t - 1);
 
+		/* each sentence's step on its rows' logits, the sentences shared by the threads */
+		for (int i = 0; i < nsent; i++)
+		{
+			first_row[i] = row0;
+			if (!hs[i].done)
+				row0 += hs[i].nb;
+		}
+		steps.t = t;
+		tf_parallel(imin(parts, nsent), sentence_steps, &steps);
 		for (int i = 0; i < nsent; i++)
 		{
 			Search	   *h = &hs[i];
-			int			nb = h->nb;
-			int			nnew;
 
 			if (h->done)
 				continue;
-			if (K == 1)
-				nnew = greedy_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, tmp);
-			else
-				nnew = beam_step(c, &opt[i], h, s.logits + (size_t) row0 * c->vocab, t, cands, top, tmp);
-			row0 += nb;
-			if (nnew == 0)
+			if (nnew[i] == 0)
 			{
 				h->done = true;
 				continue;
 			}
 			if (K > 1)
-				reorder_caches(&s, i * K, nnew, h->parent, t);
-			h->nb = nnew;
+				reorder_caches(&s, i * K, nnew[i], h->parent, t);
+			h->nb = nnew[i];
 		}
 	}
 
