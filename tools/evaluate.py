@@ -40,7 +40,7 @@ def psql(sql):
                           capture_output=True, text=True, check=True).stdout
 
 
-def sql_translate(split, beam, factor=None, model=MODEL):
+def sql_translate(split, beam, factor=None, model=MODEL, plain=False):
     out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") + """
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
@@ -48,8 +48,9 @@ SELECT import_model('%(b)s') WHERE NOT EXISTS (SELECT FROM transformer_models WH
 CREATE TEMP TABLE docs (n serial, body text);
 \\copy docs(body) FROM PROGRAM 'zcat %(path)s' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02', NULL E'\\x03')
 \\pset recordsep '\\x1e'
-SELECT translate(body, '%(m)s', %(beam)d) FROM docs ORDER BY n;
-""" % dict(m=model, b=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam))
+SELECT translate(body, '%(m)s', %(beam)d%(opts)s) FROM docs ORDER BY n;
+""" % dict(m=model, b=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam,
+           opts=", keep => '{}', split => false" if plain else ""))
     return out.rstrip("\n").split("\x1e")
 
 
@@ -68,13 +69,16 @@ def main():
     ap.add_argument("--parity", action="store_true", help="also decode with PyTorch and compare")
     ap.add_argument("--show", type=int, default=0, help="print the first N translations")
     ap.add_argument("--factor", help="transformer.max_length_factor for the run")
+    ap.add_argument("--plain", action="store_true",
+                    help="each line as one segment with no verbatim spans (keep => '{}', split => false): "
+                         "the model's own decoding, as PyTorch's")
     ap.add_argument("--save", help="write the translations to this file")
     ap.add_argument("--compare", help="count the translations that differ from this file's")
     args = ap.parse_args()
 
     refs = read(args.split, "en")
     t0 = time.time()
-    hyps = sql_translate(args.split, args.beam, args.factor)
+    hyps = sql_translate(args.split, args.beam, args.factor, plain=args.plain)
     elapsed = time.time() - t0
     assert len(hyps) == len(refs), (len(hyps), len(refs))
 

