@@ -17,7 +17,7 @@
  * fault in fresh pages every time.  A call takes them from the workspace
  * in order; what does not fit comes from the caller's memory context, and
  * the next call grows the workspace to what this one needed, up to
- * transformer.decode_workspace (256 MB by default), held by the backend for
+ * transformer.decode_workspace (512 MB by default), held by the backend for
  * its lifetime.  (Fresh pages are dear: on a virtual machine, faulting in a
  * batch's key/value caches took a third of a batch's time.)  Nothing in
  * the core reads a buffer before writing it, so none is zeroed.
@@ -28,7 +28,7 @@
  * holder releases it when done, or its (sub)transaction's abort does.
  */
 /* transformer.decode_workspace, in kB */
-int			decode_workspace_kb = 256 * 1024;
+int			decode_workspace_kb = 512 * 1024;
 #define WORKSPACE_ALIGN 64
 
 typedef struct Workspace

@@ -123,7 +123,7 @@ _PG_init(void)
 							"Decoding's buffers (key/value caches, logits) up to this size are reused by the "
 							"next call instead of being allocated and faulted in again; 0 keeps none.",
 							&decode_workspace_kb,
-							256 * 1024, 0, 1024 * 1023,
+							512 * 1024, 0, 1024 * 1023,
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
