@@ -123,28 +123,8 @@ def log(*a):
 # ------------------------------------------------------------ our files
 
 def read_safetensors(path):
-    """{name: float32 ndarray}: 8-byte little-endian header length, JSON
-    header, raw little-endian data."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        dt = info["dtype"]
-        if dt == "F32":
-            t = np.frombuffer(data, dtype="<f4", count=(b - a) // 4, offset=a)
-        elif dt == "F16":
-            t = np.frombuffer(data, dtype="<f2", count=(b - a) // 2, offset=a).astype(np.float32)
-        elif dt == "BF16":
-            t = (np.frombuffer(data, dtype="<u2", count=(b - a) // 2, offset=a).astype(np.uint32) << 16).view(np.float32)
-        else:
-            raise ValueError("%s: dtype %s" % (name, dt))
-        out[name] = np.array(t.reshape(info["shape"]), dtype=np.float32)     # a writable copy
-    return out
+    """{name: float32 ndarray}: tools/marian_torch.py's reader, as NumPy."""
+    return {k: v.float().numpy() for k, v in bl.mt.load_safetensors(path).items()}
 
 
 def sinusoids(n_pos, dim, interleaved):
