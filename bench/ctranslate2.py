@@ -74,7 +74,6 @@ import os
 import platform
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import time
