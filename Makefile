@@ -47,6 +47,8 @@ OBJS = \
 	src/pg/model_languages.o \
 	src/pg/model_export.o \
 	src/pg/sql_model.o \
+	src/pg/sql_embed.o \
+	src/core/wordpiece.o \
 	src/pg/sql_quantize.o \
 	src/core/segment.o \
 	src/pg/sql_document.o \

@@ -42,3 +42,63 @@ COMMENT ON FUNCTION transformer_stat_reset(text) IS
 'clears the statistics of one model of this database, or of all its models (NULL)';
 
 REVOKE ALL ON FUNCTION transformer_stat_reset(text) FROM PUBLIC;
+
+-- Sentence embeddings (since 0.8.0).  embed() was the paper's input layer up
+-- to 0.7.0: it keeps working under the name input_embeddings() (views that
+-- called it follow the rename), and embed() now gives one vector per text.
+
+ALTER TABLE transformer_models ADD COLUMN embedding jsonb;
+COMMENT ON COLUMN transformer_models.embedding IS
+'an encoder-only model''s embed() settings, from sentence-transformers'' files: pooling (cls, mean, max, mean_sqrt_len), normalize, max_seq_length (tokens, special ones included), and the ids of the first and last special tokens; NULL: a translation model';
+
+ALTER FUNCTION embed(text, text) RENAME TO input_embeddings;
+CREATE OR REPLACE FUNCTION input_embeddings(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'input_embeddings'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION input_embeddings(text, text) IS
+'tokens x d_model: the paper''s input layer for input (the tokens the encoder reads): token embeddings, scaled as configured, plus positions (and an encoder-only model''s token type and LayerNorm)';
+
+CREATE OR REPLACE FUNCTION encoder_output(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encoder_output'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION encoder_output(text, text) IS
+'tokens x d_model: the encoder''s output for input (a translation model''s: end-of-sentence included; an encoder-only model''s: [CLS] ... [SEP] or <s> ... </s>); also transformer.encode()';
+CREATE FUNCTION embed(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'sentence_embedding'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION embed(text, text) IS
+'one vector (d_model) for input, as sentence-transformers'' encode() gives it: the encoder''s output pooled as the model says (CLS, mean, max), normalized if it has a Normalize module; a translation model''s: the mean of its encoder''s output';
+
+CREATE FUNCTION embed(inputs text[], model text)
+RETURNS SETOF real[]
+AS 'MODULE_PATHNAME', 'sentence_embeddings'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000 ROWS 100;
+
+COMMENT ON FUNCTION embed(text[], text) IS
+'embed() of each element, in order (NULL for NULL; use WITH ORDINALITY for the position), the texts run through the encoder in batches';
+
+-- The design card's encode(), in a schema of its own: an unqualified encode()
+-- stays PostgreSQL's encode(bytea, text)
+CREATE SCHEMA transformer;
+COMMENT ON SCHEMA transformer IS
+'functions of extension transformer whose names PostgreSQL''s built-ins already take (encode)';
+GRANT USAGE ON SCHEMA transformer TO PUBLIC;
+
+CREATE FUNCTION transformer.encode(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encoder_output'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION transformer.encode(text, text) IS
+'tokens x d_model: the encoder''s output for input, as encoder_output()';
+

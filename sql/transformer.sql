@@ -200,7 +200,9 @@ CREATE TABLE transformer_models (
 	-- since 0.6.0
 	languages jsonb,
 	-- since 0.7.0
-	segment_tokens integer CHECK (segment_tokens > 0)
+	segment_tokens integer CHECK (segment_tokens > 0),
+	-- since 0.8.0
+	embedding jsonb
 );
 COMMENT ON TABLE transformer_models IS
 'Transformer models: config.json (parsed, and as it was), the safetensors header as it was, generation_config.json if the model has one, and the source and target tokenizers';
@@ -208,6 +210,8 @@ COMMENT ON COLUMN transformer_models.languages IS
 'the language tokens of a multilingual model (Marian''s >>fra<<, NLLB''s deu_Latn, M2M100''s __de__) and where they go; model_languages() lists them';
 COMMENT ON COLUMN transformer_models.segment_tokens IS
 'the most tokens of a segment the model translates reliably (measure_segment_length()); longer sentences are cut at clause boundaries first; NULL: its positions';
+COMMENT ON COLUMN transformer_models.embedding IS
+'an encoder-only model''s embed() settings, from sentence-transformers'' files: pooling (cls, mean, max, mean_sqrt_len), normalize, max_seq_length (tokens, special ones included), and the ids of the first and last special tokens; NULL: a translation model';
 COMMENT ON COLUMN transformer_models.file_id IS
 'a random identifier of this version of the row, in the names of the shared files built from it';
 SELECT pg_catalog.pg_extension_config_dump('transformer_models', '');
@@ -279,23 +283,60 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION drop_model(text) IS
 'removes a model, its tensors and its tokenizers; false if there was none';
 
-CREATE FUNCTION embed(input text, model text)
+-- the paper's input layer; called embed() up to 0.7.0
+CREATE FUNCTION input_embeddings(input text, model text)
 RETURNS real[]
-AS 'MODULE_PATHNAME', 'embed'
+AS 'MODULE_PATHNAME', 'input_embeddings'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
-COMMENT ON FUNCTION embed(text, text) IS
-'tokens x d_model: the token embeddings of input (end-of-sentence included), scaled as configured, plus positional encodings';
+COMMENT ON FUNCTION input_embeddings(text, text) IS
+'tokens x d_model: the paper''s input layer for input (the tokens the encoder reads): token embeddings, scaled as configured, plus positions (and an encoder-only model''s token type and LayerNorm)';
 
 -- not encode(text, text): it would take encode('hello', 'base64') from PostgreSQL's encode(bytea, text)
 CREATE FUNCTION encoder_output(input text, model text)
 RETURNS real[]
-AS 'MODULE_PATHNAME', 'encode'
+AS 'MODULE_PATHNAME', 'encoder_output'
 LANGUAGE C STABLE STRICT PARALLEL SAFE
 COST 10000;
 
 COMMENT ON FUNCTION encoder_output(text, text) IS
-'tokens x d_model: the encoder''s output for input (end-of-sentence included)';
+'tokens x d_model: the encoder''s output for input (a translation model''s: end-of-sentence included; an encoder-only model''s: [CLS] ... [SEP] or <s> ... </s>); also transformer.encode()';
+
+-- Sentence embeddings (since 0.8.0)
+
+CREATE FUNCTION embed(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'sentence_embedding'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION embed(text, text) IS
+'one vector (d_model) for input, as sentence-transformers'' encode() gives it: the encoder''s output pooled as the model says (CLS, mean, max), normalized if it has a Normalize module; a translation model''s: the mean of its encoder''s output';
+
+CREATE FUNCTION embed(inputs text[], model text)
+RETURNS SETOF real[]
+AS 'MODULE_PATHNAME', 'sentence_embeddings'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000 ROWS 100;
+
+COMMENT ON FUNCTION embed(text[], text) IS
+'embed() of each element, in order (NULL for NULL; use WITH ORDINALITY for the position), the texts run through the encoder in batches';
+
+-- The design card's encode(), in a schema of its own: an unqualified encode()
+-- stays PostgreSQL's encode(bytea, text)
+CREATE SCHEMA transformer;
+COMMENT ON SCHEMA transformer IS
+'functions of extension transformer whose names PostgreSQL''s built-ins already take (encode)';
+GRANT USAGE ON SCHEMA transformer TO PUBLIC;
+
+CREATE FUNCTION transformer.encode(input text, model text)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'encoder_output'
+LANGUAGE C STABLE STRICT PARALLEL SAFE
+COST 10000;
+
+COMMENT ON FUNCTION transformer.encode(text, text) IS
+'tokens x d_model: the encoder''s output for input, as encoder_output()';
 
 CREATE FUNCTION translate(input text)
 RETURNS text

@@ -144,6 +144,8 @@ tf_embed(const TfModel *m, int n, const int *ids, float *out)
 		for (size_t j = 0; j < (size_t) d; j++)
 			o[j] = o[j] * scale + p[j];
 	}
+	if (m->cfg.embed_norm)
+		tf_layer_norm(n, d, out, out, m->w.embed_norm_g, m->w.embed_norm_b, m->cfg.ln_eps);
 }
 
 void
@@ -206,6 +208,154 @@ tf_encode(const TfModel *m, int n, const int *ids, float *x, const SpmAlloc *a)
 	tf_encode_with(m, n, ids, x, &e);
 }
 
+/*
+ * Packed inputs: the attention of each input over its own rows, the
+ * inputs shared out among the threads of the call (each part with its own
+ * scores); the same kernel whatever the split.
+ */
+static inline int
+imin(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+typedef struct PackedAttn
+{
+	int			nsent;
+	const int  *n;
+	const size_t *off;			/* (nsent) first row of each input */
+	int			d;
+	int			heads;
+	float	   *att;
+	float	   *scores;			/* (parts, maxn * maxn) */
+	size_t		part_scores;
+	const float *q,
+			   *k,
+			   *v;
+} PackedAttn;
+
+static void
+packed_attn_part(void *arg, int part, int nparts)
+{
+	const PackedAttn *p = arg;
+
+	for (int i = part; i < p->nsent; i += nparts)
+	{
+		size_t		o = p->off[i] * (size_t) p->d;
+
+		tf_multihead_attention(p->n[i], p->n[i], p->d, p->d, p->heads, p->att + o,
+							   p->scores + (size_t) part * p->part_scores,
+							   p->q + o, p->k + o, p->v + o, NULL);
+	}
+}
+
+void
+tf_encode_packed(const TfModel *m, int nsent, const int *const *ids, const int *n,
+				 float *x, const SpmAlloc *a, void (*interrupt) (void))
+{
+	const TfConfig *c = &m->cfg;
+	int			d = c->d_model;
+	int			rows = 0;
+	int			maxn = 1;
+	int			parts = imax(1, tf_parallel_parts());
+	size_t	   *off = a->alloc(a->ctx, sizeof(size_t) * (nsent + 1));
+	EncodeState e;
+	PackedAttn	pa;
+
+	for (int i = 0; i < nsent; i++)
+	{
+		off[i] = (size_t) rows;
+		rows += n[i];
+		maxn = imax(maxn, n[i]);
+	}
+	if (rows == 0)
+		return;
+	tf_encode_state_alloc(m, rows, &e, a);
+	pa.nsent = nsent;
+	pa.n = n;
+	pa.off = off;
+	pa.d = d;
+	pa.heads = c->enc_heads;
+	pa.att = e.att;
+	pa.part_scores = (size_t) maxn * maxn;
+	pa.scores = a->alloc(a->ctx, sizeof(float) * pa.part_scores * parts);
+	pa.q = e.q;
+	pa.k = e.k;
+	pa.v = e.v;
+
+	for (int i = 0; i < nsent; i++)
+		tf_embed(m, n[i], ids[i], x + off[i] * d);
+	for (int l = 0; l < c->enc_layers; l++)
+	{
+		const TfLayerWeights *L = &m->w.enc[l];
+		const TfAttnWeights *A = &L->self_attn;
+		Block		blk = {m, rows, A->ln_g, A->ln_b};
+		const float *in = block_input(&blk, x, e.tmp);
+
+		if (interrupt)
+			interrupt();
+		linear(rows, d, d, e.q, in, A->q_w, A->q_b);
+		linear(rows, d, d, e.k, in, A->k_w, A->k_b);
+		linear(rows, d, d, e.v, in, A->v_w, A->v_b);
+		tf_parallel(imin(parts, nsent), packed_attn_part, &pa);
+		linear(rows, d, d, e.out, e.att, A->o_w, A->o_b);
+		block_output(&blk, x, e.out);
+
+		ffn_block(m, L, c->enc_ffn, rows, x, e.tmp, e.hb, e.out);
+	}
+	if (c->final_norm)
+		tf_layer_norm(rows, d, x, x, m->w.enc_norm_g, m->w.enc_norm_b, c->ln_eps);
+}
+
+/*
+ * sentence-transformers' Pooling.forward over one input's rows (all of
+ * them real tokens: the mask is all ones): cls_token, mean_tokens
+ * (sum / max(n, 1e-9)), max_tokens, mean_sqrt_len_tokens (sum / sqrt(n)).
+ */
+void
+tf_pool(TfPooling mode, int n, int d, const float *x, float *out)
+{
+	if (mode == TF_POOL_CLS)
+	{
+		memcpy(out, x, sizeof(float) * d);
+		return;
+	}
+	if (mode == TF_POOL_MAX)
+	{
+		memcpy(out, x, sizeof(float) * d);
+		for (int i = 1; i < n; i++)
+			for (int j = 0; j < d; j++)
+				if (x[(size_t) i * d + j] > out[j])
+					out[j] = x[(size_t) i * d + j];
+		return;
+	}
+	memset(out, 0, sizeof(float) * d);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < d; j++)
+			out[j] += x[(size_t) i * d + j];
+	{
+		float		div = mode == TF_POOL_MEAN ? (float) n : sqrtf((float) n);
+
+		for (int j = 0; j < d; j++)
+			out[j] /= div;
+	}
+}
+
+void
+tf_l2_normalize(int d, float *x)
+{
+	double		ss = 0;
+	float		norm;
+
+	for (int j = 0; j < d; j++)
+		ss += (double) x[j] * x[j];
+	norm = (float) sqrt(ss);
+	if (norm < 1e-12f)
+		norm = 1e-12f;
+	for (int j = 0; j < d; j++)
+		x[j] /= norm;
+}
+
 /* ------------------------------------------------------------ decoder */
 
 /*
@@ -223,11 +373,6 @@ typedef struct StepAttn
 	int			l;
 } StepAttn;
 
-static inline int
-imin(int a, int b)
-{
-	return a < b ? a : b;
-}
 
 /* self-attention of rows nr·part/nparts .. over each row's own cache rows */
 static void

@@ -59,6 +59,11 @@ typedef struct TfConfig
 	int			unk_id;
 	int			decoder_start_id;
 	float		ln_eps;
+	bool		embed_norm;		/* a LayerNorm after the embeddings (BERT's embeddings.LayerNorm) */
+	bool		encoder_only;	/* BERT / XLM-R: no decoder (dec_layers 0) */
+	int			token_types;	/* BERT's type_vocab_size (type 0 is folded into enc_pos) */
+	int			pos_offset;		/* the stored position table's first row used:
+								 * XLM-R's padding_idx + 1, else 0 */
 } TfConfig;
 
 /* A weight matrix in its stored dtype, packed in panels for tf_linear. */
@@ -104,6 +109,8 @@ typedef struct TfWeights
 	const float *dec_pos;		/* (max_pos, d) */
 	TfLayerWeights *enc;		/* (enc_layers) */
 	TfLayerWeights *dec;		/* (dec_layers) */
+	const float *embed_norm_g;	/* (d) the embeddings' LayerNorm, if config.embed_norm */
+	const float *embed_norm_b;
 	const float *enc_norm_g;	/* (d) final norms, if config.final_norm */
 	const float *enc_norm_b;
 	const float *dec_norm_g;
@@ -122,11 +129,37 @@ typedef struct TfModel
  */
 void		tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, int first, float *out);
 
-/* out (n, d) = embed[ids] · scale + positions[0..n). */
+/* out (n, d) = embed[ids] · scale + positions[0..n), LayerNorm'd if config.embed_norm. */
 void		tf_embed(const TfModel *m, int n, const int *ids, float *out);
 
 /* out (n, d) = the encoder's output for ids (no padding). */
 void		tf_encode(const TfModel *m, int n, const int *ids, float *out, const SpmAlloc *a);
+
+/*
+ * The encoder's outputs for nsent inputs of different lengths at once:
+ * ids[i] (n[i] ids) gives the rows x[off_i .. off_i + n[i]) of x (sum n, d),
+ * packed one after another without padding.  The products run over all
+ * rows together; attention stays within each input, which is what Hugging
+ * Face's attention_mask does for a right-padded batch (BertModel,
+ * XLMRobertaModel), without computing the padding.
+ */
+void		tf_encode_packed(const TfModel *m, int nsent, const int *const *ids, const int *n,
+							 float *x, const SpmAlloc *a, void (*interrupt) (void));
+
+/* sentence-transformers' Pooling modes */
+typedef enum TfPooling
+{
+	TF_POOL_CLS,				/* the first token's output */
+	TF_POOL_MEAN,				/* the mean over the tokens */
+	TF_POOL_MAX,				/* the maximum of each dimension */
+	TF_POOL_MEAN_SQRT_LEN		/* the sum over the tokens / sqrt(tokens) */
+} TfPooling;
+
+/* out (d) = rows x (n, d) pooled; n >= 1. */
+void		tf_pool(TfPooling mode, int n, int d, const float *x, float *out);
+
+/* x (d) /= max(‖x‖₂, 1e-12), as torch.nn.functional.normalize (sentence-transformers' Normalize). */
+void		tf_l2_normalize(int d, float *x);
 
 /* The largest beam_size tf_translate accepts (the caller checks). */
 #define TF_MAX_BEAMS 64

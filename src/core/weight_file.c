@@ -15,7 +15,7 @@
 #include "tensor_ops.h"
 
 #define WFILE_MAGIC "TFWEIGHT"
-#define WFILE_VERSION 2
+#define WFILE_VERSION 3
 #define WFILE_ENDIAN 0x01020304u
 #define NO_OFFSET UINT64_MAX
 #define VECTOR_DTYPE 255u		/* an fp32 vector, not a packed matrix */
@@ -274,13 +274,15 @@ visit(Visit *v, TfModel *m)
 	vector(v, &m->w.enc_norm_b, d, !c->final_norm);
 	vector(v, &m->w.dec_norm_g, d, !c->final_norm);
 	vector(v, &m->w.dec_norm_b, d, !c->final_norm);
+	vector(v, &m->w.embed_norm_g, d, !c->embed_norm);
+	vector(v, &m->w.embed_norm_b, d, !c->embed_norm);
 }
 
 /* the fields visit() meets: see attn() and layer() */
 static size_t
 count_fields(const TfModel *m)
 {
-	return 6 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 4;
+	return 6 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 6;
 }
 
 /* dims: 16 values, WHeader's dims then dims2 */
@@ -298,6 +300,8 @@ dims_of(const TfConfig *c, int32_t *dims)
 	dims[7] = c->final_norm;
 	dims[8] = c->src_vocab;
 	dims[9] = (int32_t) c->positions;
+	dims[10] = c->embed_norm;
+	dims[11] = c->encoder_only;
 }
 
 static size_t

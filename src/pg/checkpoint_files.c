@@ -60,6 +60,45 @@ bad_safetensors(const char *fmt, const char *arg)
  * then the checks rows read back from the tables get too.  Each tensor's
  * offset is set, its data is left to the caller.
  */
+/*
+ * An encoder-only checkpoint (BERT, XLM-R) is read as BertModel /
+ * XLMRobertaModel: a head model's prefix ("bert.", "roberta.") goes, and so
+ * do what embed() never reads: the pooler and the pre-training heads, and
+ * the position_ids buffer older files include.  Set for one
+ * LocateCheckpoint() call.
+ */
+static bool encoder_checkpoint = false;
+
+/* The name a tensor is stored under, or NULL to leave it out. */
+static const char *
+encoder_tensor_name(const char *name)
+{
+	static const char *const prefixes[] = {"bert.", "roberta.", "xlm_roberta.", "model."};
+	static const char *const dropped[] = {"pooler.", "cls.", "lm_head.", "classifier.", "qa_outputs."};
+	size_t		len;
+
+	if (!encoder_checkpoint)
+		return name;
+	for (int i = 0; i < lengthof(prefixes); i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+		{
+			name += strlen(prefixes[i]);
+			break;
+		}
+	for (int i = 0; i < lengthof(dropped); i++)
+		if (strncmp(name, dropped[i], strlen(dropped[i])) == 0)
+			return NULL;
+	len = strlen(name);
+	if (len >= 12 && strcmp(name + len - 12, "position_ids") == 0)
+		return NULL;
+	/* TensorFlow-era names, as from_pretrained() renames them */
+	if (len > 6 && strcmp(name + len - 6, ".gamma") == 0)
+		return psprintf("%.*s.weight", (int) len - 6, name);
+	if (len > 5 && strcmp(name + len - 5, ".beta") == 0)
+		return psprintf("%.*s.bias", (int) len - 5, name);
+	return name;
+}
+
 static int
 ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor **out)
 {
@@ -80,7 +119,9 @@ ParseSafetensorsHeader(const char *hdr, Size hlen, Size data_len, StoredTensor *
 		StoredTensor *t = &tensors[i];
 		const char *defect;
 
-		t->name = st[i].name;
+		t->name = (char *) encoder_tensor_name(st[i].name);
+		if (t->name == NULL)
+			continue;
 		strlcpy(t->dtype, st[i].dtype, sizeof(t->dtype));
 		if (strcmp(t->dtype, "F32") != 0 && strcmp(t->dtype, "F16") != 0 && strcmp(t->dtype, "BF16") != 0 &&
 			strcmp(t->dtype, "I8") != 0)
@@ -129,8 +170,12 @@ SafetensorsHeaderLength(const char *first8, Size len)
 int
 ParseSafetensors(const char *buf, Size len, StoredTensor **out, Size *hlen_out)
 {
-	Size		hlen = SafetensorsHeaderLength(buf, len);
-	int			n = ParseSafetensorsHeader(buf, hlen, len - 8 - hlen, out);
+	Size		hlen;
+	int			n;
+
+	encoder_checkpoint = false; /* bytes from load_model(): names as they are */
+	hlen = SafetensorsHeaderLength(buf, len);
+	n = ParseSafetensorsHeader(buf, hlen, len - 8 - hlen, out);
 
 	for (int i = 0; i < n; i++)
 		(*out)[i].data = buf + 8 + hlen + (*out)[i].offset;
@@ -240,8 +285,11 @@ locate_safetensors(const char *path, int file, TensorList *l, char **hdr_out, Si
 	n = ParseSafetensorsHeader(hdr, hlen, fsize - 8 - hlen, &st);
 	for (int i = 0; i < n; i++)
 	{
-		StoredTensor *t = next_tensor(l);
+		StoredTensor *t;
 
+		if (st[i].name == NULL)
+			continue;			/* left out (encoder_tensor_name) */
+		t = next_tensor(l);
 		*t = st[i];
 		t->src_file = file;
 		t->src_offset = 8 + hlen + (uint64) st[i].offset;
@@ -305,7 +353,10 @@ locate_torch(const char *path, int file, TensorList *l)
 		TfTorchTensor *tt = &ck.tensors[i];
 		StoredTensor *t;
 		const char *defect;
+		const char *name = encoder_tensor_name(tt->name);
 
+		if (name == NULL)
+			continue;
 		if (strcmp(tt->dtype, "F32") != 0 && strcmp(tt->dtype, "F16") != 0 && strcmp(tt->dtype, "BF16") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -314,7 +365,7 @@ locate_torch(const char *path, int file, TensorList *l)
 					 errdetail("In \"%s\".", path),
 					 errhint("Supported are float32, float16 and bfloat16.")));
 		t = next_tensor(l);
-		t->name = tt->name;
+		t->name = (char *) name;
 		strlcpy(t->dtype, tt->dtype, sizeof(t->dtype));
 		if (tt->ndim < 0 || tt->ndim > MAX_TENSOR_DIMS)
 			ereport(ERROR,
@@ -481,9 +532,10 @@ m2m100_buffer(const char *name)
 }
 
 int
-LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTensor **out,
+LocateCheckpoint(const char *dir, ModelFamily family, CheckpointFiles *files, StoredTensor **out,
 				 char **header, Size *hlen)
 {
+	bool		m2m100 = family == FAMILY_M2M100;
 	TensorList	l;
 	int			kept = 0;
 	char	   *path;
@@ -492,6 +544,7 @@ LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTen
 
 	memset(&l, 0, sizeof(l));
 	memset(files, 0, sizeof(*files));
+	encoder_checkpoint = family == FAMILY_BERT || family == FAMILY_XLMR;
 	if (file_exists(path = psprintf("%s/model.safetensors", dir)))
 	{
 		files->layout = "model.safetensors";
@@ -569,7 +622,7 @@ LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTen
 	 * export_model() writes the file back byte for byte; else one that
 	 * describes the tensors as kept, laid end to end.
 	 */
-	if (orig != NULL && kept == l.n)
+	if (orig != NULL && kept == l.n && !encoder_checkpoint)
 	{
 		*header = orig;
 		*hlen = orig_len;

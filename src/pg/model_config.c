@@ -115,12 +115,89 @@ ConfigFamily(Jsonb *config)
 		return FAMILY_MARIAN;
 	if (strcmp(type, "m2m_100") == 0)
 		return FAMILY_M2M100;
+	if (strcmp(type, "bert") == 0)
+		return FAMILY_BERT;
+	if (strcmp(type, "xlm-roberta") == 0)
+		return FAMILY_XLMR;
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("model type \"%s\" is not supported", type),
-			 errdetail("import_model() reads the encoder-decoder translation models of types marian (OPUS-MT) and m2m_100 (M2M100, NLLB-200)."),
+			 errdetail("import_model() reads the translation models of types marian (OPUS-MT) and m2m_100 (M2M100, NLLB-200), and the encoders of types bert and xlm-roberta."),
 			 errhint("Convert the checkpoint to one of these layouts, or check config.json's \"model_type\".")));
 	pg_unreachable();
+}
+
+/*
+ * BertConfig / XLMRobertaConfig: BertModel's post-LayerNorm encoder with
+ * learned absolute positions, token types and a LayerNorm on the
+ * embeddings; no decoder.  XLM-R's positions start at padding_idx + 1
+ * (create_position_ids_from_input_ids), so pad_token_id + 1 rows of the
+ * table are never used.
+ */
+static void
+ParseEncoderConfig(Jsonb *config, ModelFamily family, TfConfig *c)
+{
+	char	   *act;
+	char	   *pos;
+	int			table;
+
+	c->encoder_only = true;
+	c->d_model = config_int(config, "hidden_size", true, 0, 2, MAX_DIM);
+	c->vocab = config_int(config, "vocab_size", true, 0, 2, MAX_VOCAB);
+	c->src_vocab = c->vocab;
+	c->enc_layers = config_int(config, "num_hidden_layers", true, 0, 0, MAX_LAYERS);
+	c->dec_layers = 0;
+	c->enc_heads = config_int(config, "num_attention_heads", true, 0, 1, MAX_DIM);
+	c->dec_heads = c->enc_heads;
+	c->enc_ffn = config_int(config, "intermediate_size", true, 0, 1, 16 * MAX_DIM);
+	c->dec_ffn = c->enc_ffn;
+	c->token_types = config_int(config, "type_vocab_size", false, 2, 1, MAX_VOCAB);
+	c->pad_id = config_int(config, "pad_token_id", false, family == FAMILY_XLMR ? 1 : 0, 0, c->vocab - 1);
+	c->eos_id = config_int(config, "eos_token_id", false, family == FAMILY_XLMR ? 2 : 0, 0, c->vocab - 1);
+	c->decoder_start_id = c->pad_id;
+	c->unk_id = -1;
+	c->pos_offset = family == FAMILY_XLMR ? c->pad_id + 1 : 0;
+	table = config_int(config, "max_position_embeddings", true, 0, 1, MAX_POSITIONS);
+	if (table <= c->pos_offset)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"max_position_embeddings\" is %d", table),
+				 errdetail("XLM-R's positions start at pad_token_id + 1 = %d.", c->pos_offset)));
+	c->max_pos = table - c->pos_offset;
+	c->ln_eps = (float) config_double(config, "layer_norm_eps", 1e-12);
+	if (!(c->ln_eps > 0 && c->ln_eps < 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration \"layer_norm_eps\" must be between 0 and 1")));
+	c->embed_norm = true;
+	c->pre_norm = false;
+	c->final_norm = false;
+	c->scale_embedding = false;
+	c->positions = TF_POS_LEARNED;
+	if (c->d_model % c->enc_heads != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("model configuration: attention heads must divide hidden_size"),
+				 errdetail("hidden_size is %d, with %d attention heads.", c->d_model, c->enc_heads)));
+	pos = config_string(config, "position_embedding_type", "absolute");
+	if (strcmp(pos, "absolute") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("position embedding type \"%s\" is not supported", pos),
+				 errhint("Encoders with absolute (learned) positions are supported.")));
+	/* ACT2FN's names: "gelu" is the exact (erf) GELU */
+	act = config_string(config, "hidden_act", "gelu");
+	if (strcmp(act, "gelu") == 0)
+		c->activation = TF_ACT_GELU;
+	else if (strcmp(act, "relu") == 0)
+		c->activation = TF_ACT_RELU;
+	else if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0)
+		c->activation = TF_ACT_SWISH;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("activation function \"%s\" is not supported", act),
+				 errhint("Supported are gelu, relu and silu (swish).")));
 }
 
 void
@@ -137,6 +214,11 @@ ParseModelConfig(Jsonb *config, TfConfig *c)
 
 	family = ConfigFamily(config);
 	memset(c, 0, sizeof(*c));
+	if (family == FAMILY_BERT || family == FAMILY_XLMR)
+	{
+		ParseEncoderConfig(config, family, c);
+		return;
+	}
 	c->d_model = config_int(config, "d_model", true, 0, 2, MAX_DIM);
 	c->vocab = config_int(config, "vocab_size", true, 0, 2, MAX_VOCAB);
 	c->src_vocab = c->vocab;

@@ -78,7 +78,8 @@ StoredDType(const StoredTensor *t)
 static bool
 kept_as_stored(const StoredTensor *t)
 {
-	return t->ndim == 2 && t->shape[0] > 1 && strstr(t->name, "embed_positions") == NULL;
+	return t->ndim == 2 && t->shape[0] > 1 && strstr(t->name, "embed_positions") == NULL &&
+		strstr(t->name, "position_embeddings") == NULL && strstr(t->name, "token_type_embeddings") == NULL;
 }
 
 static void *
@@ -307,6 +308,75 @@ positions(WeightBuilder *wb, const char *name)
 	return table;
 }
 
+/*
+ * BertModel / XLMRobertaModel (names as save_pretrained() writes them,
+ * a head model's prefix dropped at import): the layers are the paper's
+ * post-LayerNorm ones, under other names.
+ */
+static void
+encoder_layer_weights(WeightBuilder *wb, TfLayerWeights *L, int i)
+{
+	const TfConfig *c = &wb->m->cfg;
+	int			d = c->d_model;
+	int			ffn = c->enc_ffn;
+	char	   *layer = psprintf("encoder.layer.%d", i);
+	TfAttnWeights *A = &L->self_attn;
+
+	A->q_w = NAMED_MATRIX(wb, d, d, "%s.attention.self.query.weight", layer);
+	A->q_b = NAMED(wb, d, 0, "%s.attention.self.query.bias", layer);
+	A->k_w = NAMED_MATRIX(wb, d, d, "%s.attention.self.key.weight", layer);
+	A->k_b = NAMED(wb, d, 0, "%s.attention.self.key.bias", layer);
+	A->v_w = NAMED_MATRIX(wb, d, d, "%s.attention.self.value.weight", layer);
+	A->v_b = NAMED(wb, d, 0, "%s.attention.self.value.bias", layer);
+	A->o_w = NAMED_MATRIX(wb, d, d, "%s.attention.output.dense.weight", layer);
+	A->o_b = NAMED(wb, d, 0, "%s.attention.output.dense.bias", layer);
+	A->ln_g = NAMED(wb, d, 0, "%s.attention.output.LayerNorm.weight", layer);
+	A->ln_b = NAMED(wb, d, 0, "%s.attention.output.LayerNorm.bias", layer);
+	L->fc1_w = NAMED_MATRIX(wb, ffn, d, "%s.intermediate.dense.weight", layer);
+	L->fc1_b = NAMED(wb, ffn, 0, "%s.intermediate.dense.bias", layer);
+	L->fc2_w = NAMED_MATRIX(wb, d, ffn, "%s.output.dense.weight", layer);
+	L->fc2_b = NAMED(wb, d, 0, "%s.output.dense.bias", layer);
+	L->ln_g = NAMED(wb, d, 0, "%s.output.LayerNorm.weight", layer);
+	L->ln_b = NAMED(wb, d, 0, "%s.output.LayerNorm.bias", layer);
+}
+
+/*
+ * The embeddings of an encoder-only model.  Every input is one segment
+ * (token type 0), so type 0's row is added to the position table once:
+ * enc_pos[p] = position_embeddings[pos_offset + p] + token_type_embeddings[0].
+ */
+static void
+encoder_embeddings(WeightBuilder *wb, MemoryContext cxt)
+{
+	TfModel    *m = wb->m;
+	const TfConfig *c = &m->cfg;
+	int			d = c->d_model;
+	const float *pos;
+	const float *types;
+	float	   *table;
+
+	m->w.enc_embed = matrix(wb, "embeddings.word_embeddings.weight", true, c->vocab, d);
+	m->w.dec_embed = m->w.enc_embed;
+	m->w.lm_head = m->w.enc_embed;
+	pos = weight(wb, "embeddings.position_embeddings.weight", true, (int64) c->max_pos + c->pos_offset, d);
+	types = weight(wb, "embeddings.token_type_embeddings.weight", true, c->token_types, d);
+	m->w.embed_norm_g = weight(wb, "embeddings.LayerNorm.weight", true, d, 0);
+	m->w.embed_norm_b = weight(wb, "embeddings.LayerNorm.bias", true, d, 0);
+	m->w.enc = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights) * (c->enc_layers + 1));
+	m->w.dec = MemoryContextAllocZero(cxt, sizeof(TfLayerWeights));
+	if (wb->shapes_only)
+		table = (float *) shape_checked;
+	else
+	{
+		table = arena_take(wb, sizeof(float) * c->max_pos * d, "positions");
+		for (size_t p = 0; p < (size_t) c->max_pos; p++)
+			for (size_t j = 0; j < (size_t) d; j++)
+				table[p * d + j] = pos[(p + c->pos_offset) * d + j] + types[j];
+	}
+	m->w.enc_pos = table;
+	m->w.dec_pos = table;
+}
+
 static Size build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 						  const char **arena, bool shapes_only);
 
@@ -377,6 +447,14 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 		wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);
 	}
 
+	if (c->encoder_only)
+	{
+		encoder_embeddings(&wb, cxt);
+		for (int i = 0; i < c->enc_layers; i++)
+			encoder_layer_weights(&wb, &m->w.enc[i], i);
+		goto check_unused;
+	}
+
 	/* token embeddings: shared, unless the checkpoint unties them */
 	shared = matrix(&wb, "model.shared.weight", false, c->vocab, d);
 	m->w.enc_embed = matrix(&wb, "model.encoder.embed_tokens.weight", shared.data == NULL, c->src_vocab, d);
@@ -409,6 +487,7 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 		m->w.dec_norm_b = weight(&wb, "model.decoder.layer_norm.bias", true, d, 0);
 	}
 
+check_unused:
 	for (int i = 0; i < ntensors; i++)
 		if (!wb.used[i])
 			ereport(ERROR,

@@ -15,6 +15,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "model_store.h"
 #include "jobs.h"
@@ -240,13 +241,14 @@ load_model(void *e, const char *name)
 	error_context_stack = &errcb;
 
 	level = ExtSpiConnect();
-	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s, %s, %s "
+	query = psprintf("SELECT config, source_tokenizer, target_tokenizer, %s, %s, %s, %s, %s "
 					 "FROM %s WHERE name = $1",
 					 ModelsHaveGenerationConfig() ? "generation_config, source_lang, target_lang" :
 					 "NULL::jsonb, NULL::text, NULL::text",
 					 RowVersionSql("transformer_models"),
 					 ExtensionTableHasColumn("transformer_models", "languages") ? "languages" : "NULL::jsonb",
 					 ExtensionTableHasColumn("transformer_models", "segment_tokens") ? "segment_tokens" : "NULL::integer",
+					 ExtensionTableHasColumn("transformer_models", "embedding") ? "embedding" : "NULL::jsonb",
 					 ExtensionTableName("transformer_models"));
 	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read transformer_models");
@@ -277,6 +279,10 @@ load_model(void *e, const char *name)
 		LoadLanguages(entry, lnull ? NULL : DatumGetJsonbP(l), name);
 		l = SPI_getbinval(row, desc, 9, &lnull);
 		entry->segment_tokens = lnull ? 0 : Max(DatumGetInt32(l), 0);
+		l = SPI_getbinval(row, desc, 10, &lnull);
+		if (entry->model.cfg.encoder_only && lnull)
+			damaged(name, "It is an encoder-only model without its embedding settings.");
+		ParseEmbeddingSettings(lnull ? NULL : DatumGetJsonbP(l), entry, name);
 	}
 
 	/*
@@ -308,6 +314,78 @@ load_model(void *e, const char *name)
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);
 	error_context_stack = errcb.previous;
+}
+
+CachedModel *
+GetTranslationModel(const char *name)
+{
+	CachedModel *cm = GetModel(name);
+
+	if (cm->model.cfg.encoder_only)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("model \"%s\" is an encoder-only model", name),
+				 errdetail("It has no decoder: it embeds text, it does not translate or generate."),
+				 errhint("Use embed() or transformer.encode() with it.")));
+	return cm;
+}
+
+/* an integer setting of the embedding settings, checked */
+static int
+embedding_int(Jsonb *j, const char *key, int min, int max, const char *name)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(&j->root, key, strlen(key), NULL);
+	int64		n;
+	char	   *s;
+	char	   *end;
+
+	if (v == NULL || v->type != jbvNumeric)
+		damaged(name, psprintf("Its embedding settings lack \"%s\".", key));
+	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	n = strtoll(s, &end, 10);
+	if (*end != '\0' || n < min || n > max)
+		damaged(name, psprintf("Its embedding setting \"%s\" is %s; it must be from %d to %d.", key, s, min, max));
+	return (int) n;
+}
+
+void
+ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name)
+{
+	const TfConfig *c = &cm->model.cfg;
+	JsonbValue *v;
+	char	   *mode;
+
+	/* a translation model: the mean of its encoder's output, as it reads the source */
+	cm->pooling = TF_POOL_MEAN;
+	cm->normalize = false;
+	cm->max_seq_length = c->max_pos;
+	cm->cls_id = -1;
+	cm->sep_id = c->eos_id;
+	if (j == NULL)
+		return;
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		damaged(name, "Its embedding settings are not a JSON object.");
+	v = getKeyJsonValueFromContainer(&j->root, "pooling", 7, NULL);
+	if (v == NULL || v->type != jbvString)
+		damaged(name, "Its embedding settings lack \"pooling\".");
+	mode = pnstrdup(v->val.string.val, v->val.string.len);
+	if (strcmp(mode, "cls") == 0)
+		cm->pooling = TF_POOL_CLS;
+	else if (strcmp(mode, "mean") == 0)
+		cm->pooling = TF_POOL_MEAN;
+	else if (strcmp(mode, "max") == 0)
+		cm->pooling = TF_POOL_MAX;
+	else if (strcmp(mode, "mean_sqrt_len") == 0)
+		cm->pooling = TF_POOL_MEAN_SQRT_LEN;
+	else
+		damaged(name, psprintf("Its embedding pooling \"%s\" is none of cls, mean, max and mean_sqrt_len.", mode));
+	v = getKeyJsonValueFromContainer(&j->root, "normalize", 9, NULL);
+	if (v == NULL || v->type != jbvBool)
+		damaged(name, "Its embedding settings lack \"normalize\" (true or false).");
+	cm->normalize = v->val.boolean;
+	cm->max_seq_length = embedding_int(j, "max_seq_length", 2, c->max_pos, name);
+	cm->cls_id = embedding_int(j, "cls_id", 0, c->src_vocab - 1, name);
+	cm->sep_id = embedding_int(j, "sep_id", 0, c->src_vocab - 1, name);
 }
 
 CachedModel *

@@ -83,6 +83,12 @@ typedef struct CachedModel
 	int		   *lang_id;		/* (nlangs) */
 	int			lang_source;	/* where the source language's token goes: LANG_* */
 	bool		lang_forced_bos;	/* the target's is forced first (else it starts the source) */
+	/* embed(): sentence-transformers' settings (transformer_models.embedding) */
+	TfPooling	pooling;
+	bool		normalize;
+	int			max_seq_length; /* tokens, the two special ones included */
+	int			cls_id;			/* the first token of an encoder-only model's input */
+	int			sep_id;			/* its last */
 } CachedModel;
 
 enum
@@ -140,10 +146,18 @@ extern void CheckTensorValues(const StoredTensor *t);
 typedef enum ModelFamily
 {
 	FAMILY_MARIAN,
-	FAMILY_M2M100
+	FAMILY_M2M100,
+	FAMILY_BERT,				/* encoder-only: BertModel, WordPiece */
+	FAMILY_XLMR					/* encoder-only: XLMRobertaModel, SentencePiece + fairseq ids */
 } ModelFamily;
 
 extern ModelFamily ConfigFamily(Jsonb *config);
+
+/* GetModel() of a model that translates: ERROR for an encoder-only one. */
+extern CachedModel *GetTranslationModel(const char *name);
+
+/* transformer_models.embedding ({"pooling", "normalize", "max_seq_length", "cls_id", "sep_id"}) into cm; NULL: a translation model's defaults */
+extern void ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name);
 
 /*
  * The tensors of model `name` (in file order), checked as untrusted rows
@@ -165,7 +179,7 @@ extern bool IsWeightMatrix(const StoredTensor *t);
  * to store (tied aliases dropped) and the safetensors header describing
  * them laid end to end (8 + *hlen bytes).
  */
-extern int	LocateCheckpoint(const char *dir, bool m2m100, CheckpointFiles *files, StoredTensor **out,
+extern int	LocateCheckpoint(const char *dir, ModelFamily family, CheckpointFiles *files, StoredTensor **out,
 							 char **header, Size *hlen);
 /* One located tensor's bytes in a new bytea; t->data points into it. */
 extern bytea *ReadTensorBytea(const CheckpointFiles *files, StoredTensor *t);
@@ -199,6 +213,7 @@ typedef struct ModelImport
 	const char *target_lang;
 	Jsonb	   *languages;		/* language tokens (see model_languages()), or NULL */
 	int			segment_tokens;	/* tokenizer_config.json's segment_tokens (ours), or 0 */
+	Jsonb	   *embedding;		/* an encoder's embed() settings (see ParseEmbeddingSettings), or NULL */
 } ModelImport;
 
 /* model_files.c */

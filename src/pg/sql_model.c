@@ -102,7 +102,7 @@ translate_text(PG_FUNCTION_ARGS)
 	model = ModelArg(fcinfo, 1);
 	GetCallOptions(fcinfo, &o);
 	in = InputTextArg(fcinfo, 0);
-	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
+	TranslateDocuments(GetTranslationModel(model), model, 1, &in, &o, &out);
 	PG_RETURN_TEXT_P(out);
 }
 
@@ -120,7 +120,7 @@ generate(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	model = ModelArg(fcinfo, 1);
 	GetCallOptions(fcinfo, &o);
-	n = GenerateIds(GetModel(model), model, InputTextArg(fcinfo, 0), &o, &out);
+	n = GenerateIds(GetTranslationModel(model), model, InputTextArg(fcinfo, 0), &o, &out);
 	d = palloc(sizeof(Datum) * (n + 1));
 	for (int i = 0; i < n; i++)
 		d[i] = Int32GetDatum(out[i]);
@@ -143,7 +143,7 @@ translate_default(PG_FUNCTION_ARGS)
 				 errhint("Set transformer.default_model, or call translate(input, model).")));
 	memset(&o, 0, sizeof(o));
 	in = InputTextArg(fcinfo, 0);
-	TranslateDocuments(GetModel(model), model, 1, &in, &o, &out);
+	TranslateDocuments(GetTranslationModel(model), model, 1, &in, &o, &out);
 	PG_RETURN_TEXT_P(out);
 }
 
@@ -174,7 +174,7 @@ translate_batch(PG_FUNCTION_ARGS)
 	GetCallOptions(fcinfo, &o);
 	inputs = PG_GETARG_ARRAYTYPE_P(0);
 	model = ModelArg(fcinfo, 1);
-	cm = GetModel(model);
+	cm = GetTranslationModel(model);
 	if (ARR_NDIM(inputs) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -214,7 +214,12 @@ PieceOf(Tokenizer *tok, int id, Size *len)
 		*len = tok->model_piece_len[id];
 		return tok->model_piece[id];
 	}
-	if (!tok->has_vocab && id >= 0 && id < tok->model->npieces)
+	if (tok->wp != NULL && id >= 0 && id < tok->wp->ntokens)
+	{
+		*len = tok->wp->token_len[id];
+		return tok->wp->token[id];
+	}
+	if (!tok->has_vocab && tok->model != NULL && id >= 0 && id < tok->model->npieces)
 	{
 		*len = tok->model->pieces[id].len;
 		return tok->model->pieces[id].str;
@@ -358,7 +363,7 @@ attention_map(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		return (Datum) 0;
 	model = ModelArg(fcinfo, 1);
-	cm = GetModel(model);
+	cm = GetTranslationModel(model);
 	GetCallOptions(fcinfo, &o);
 	nsent = DocumentSentences(cm, InputTextArg(fcinfo, 0), &sentences);
 	for (int i = 0; i < nsent; i++)

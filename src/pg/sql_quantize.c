@@ -130,6 +130,7 @@ quantize_model(PG_FUNCTION_ARGS)
 			   *tgt_vocab;
 	Size		tgt_vocab_len;
 	Jsonb	   *languages = NULL;
+	Jsonb	   *embedding = NULL;
 	int			level;
 
 	if (pg_strcasecmp(dtype, "int8") != 0)
@@ -148,11 +149,13 @@ quantize_model(PG_FUNCTION_ARGS)
 	level = ExtSpiConnect();
 	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
 								   "s.model, t.model, m.source_lang, m.target_lang, "
-								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s "
+								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
 								   ExtensionTableHasColumn("transformer_models", "languages") ?
 								   "m.languages" : "NULL::jsonb",
+								   ExtensionTableHasColumn("transformer_models", "embedding") ?
+								   "m.embedding" : "NULL::jsonb",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -178,6 +181,14 @@ quantize_model(PG_FUNCTION_ARGS)
 			MemoryContext old = MemoryContextSwitchTo(caller);
 
 			languages = DatumGetJsonbPCopy(d);
+			MemoryContextSwitchTo(old);
+		}
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 10, &isnull);
+		if (!isnull)
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			embedding = DatumGetJsonbPCopy(d);
 			MemoryContextSwitchTo(old);
 		}
 	}
@@ -256,6 +267,7 @@ quantize_model(PG_FUNCTION_ARGS)
 		mi.source_lang = source_lang;
 		mi.target_lang = target_lang;
 		mi.languages = languages;
+		mi.embedding = embedding;
 		(void) StoreModel(new_name, &mi);
 	}
 	PG_RETURN_INT64(params);

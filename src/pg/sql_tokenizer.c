@@ -210,7 +210,7 @@ StoreTokenizer(const char *name, const char *model, Size model_len, const TokVoc
 	memset(&t, 0, sizeof(t));
 	t.cxt = cxt;
 	BuildTokenizer(&t, model, model_len, vocab);
-	npieces = t.model->npieces;
+	npieces = t.wp ? t.wp->ntokens : t.model->npieces;
 	MemoryContextDelete(cxt);
 
 	bytes = palloc(VARHDRSZ + model_len);
@@ -335,7 +335,8 @@ EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
 	Size		len;
 	char	   *s = ToUtf8(input, &len);
 
-	if (!spm_encode(tok->model, s, len, &a, enc))
+	if (tok->wp != NULL ? !tf_wordpiece_encode(tok->wp, s, len, &a, enc) :
+		!spm_encode(tok->model, s, len, &a, enc))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("input is too long to tokenize"),
@@ -389,6 +390,23 @@ DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len)
 	const char **strs;
 	uint32	   *lens;
 	char	   *text;
+
+	if (tok->wp != NULL)
+	{
+		for (int i = 0; i < n; i++)
+			if (ids[i] < 0 || ids[i] >= tok->wp->ntokens)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("id %d is not in the vocabulary of tokenizer \"%s\"", ids[i], name),
+						 errdetail("Valid ids are 0 to %d.", tok->wp->ntokens - 1)));
+		text = tf_wordpiece_decode(tok->wp, n, ids, NULL, &a, len);
+		if (text == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("decoded text would be too long"),
+					 errdetail("The limit is %zu bytes.", SPM_MAX_NORMALIZED_BYTES)));
+		return text;
+	}
 
 	/* checked before the arrays below are allocated (8 and 4 bytes an id) */
 	if ((Size) n > SPM_MAX_NORMALIZED_BYTES)

@@ -377,11 +377,117 @@ BuildTokenizer(Tokenizer *t, const char *model, Size model_len, const TokVocab *
 	BuildTokenizerWith(t, &a, model, model_len, vocab);
 }
 
+/* a JSON boolean, or dflt if absent or null */
+static bool
+option_bool(Jsonb *j, const char *key, bool dflt, bool *isnull)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(&j->root, key, strlen(key), NULL);
+
+	if (isnull)
+		*isnull = v == NULL || v->type == jbvNull;
+	if (v == NULL || v->type == jbvNull)
+		return dflt;
+	if (v->type != jbvBool)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("WordPiece option \"%s\" must be true, false or null", key)));
+	return v->val.boolean;
+}
+
+static void
+option_string(Jsonb *j, const char *key, char *out, size_t cap)
+{
+	JsonbValue *v = getKeyJsonValueFromContainer(&j->root, key, strlen(key), NULL);
+
+	if (v == NULL || v->type == jbvNull)
+		return;
+	if (v->type != jbvString || v->val.string.len == 0 || (size_t) v->val.string.len >= cap)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("WordPiece option \"%s\" must be a string of 1 to %zu bytes", key, cap - 1)));
+	memcpy(out, v->val.string.val, v->val.string.len);
+	out[v->val.string.len] = '\0';
+}
+
+/*
+ * A WordPiece tokenizer as stored (WORDPIECE_MAGIC, a line of JSON options
+ * in tokenizer.json's names, then vocab.txt as published).
+ */
+static void
+build_wordpiece(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len)
+{
+	const char *p = model + strlen(WORDPIECE_MAGIC);
+	const char *nl = memchr(p, '\n', model_len - (p - model));
+	TfWordPieceOptions o;
+	Jsonb	   *j;
+	char		err[256];
+	bool		strip_null;
+
+	if (nl == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid WordPiece tokenizer"),
+				 errdetail("Its options line is not terminated.")));
+	j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(p, nl - p))));
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid WordPiece tokenizer"),
+				 errdetail("Its options are not a JSON object.")));
+	memset(&o, 0, sizeof(o));
+	o.clean_text = option_bool(j, "clean_text", true, NULL);
+	o.handle_chinese_chars = option_bool(j, "handle_chinese_chars", true, NULL);
+	o.lowercase = option_bool(j, "lowercase", true, NULL);
+	o.strip_accents = option_bool(j, "strip_accents", false, &strip_null) ? 1 : 0;
+	if (strip_null)
+		o.strip_accents = -1;
+	strcpy(o.unk_token, "[UNK]");
+	strcpy(o.prefix, "##");
+	option_string(j, "unk_token", o.unk_token, sizeof(o.unk_token));
+	option_string(j, "continuing_subword_prefix", o.prefix, sizeof(o.prefix));
+	o.max_input_chars_per_word = 100;
+	{
+		JsonbValue *v = getKeyJsonValueFromContainer(&j->root, "max_input_chars_per_word", 24, NULL);
+
+		if (v != NULL && v->type == jbvNumeric)
+			o.max_input_chars_per_word =
+				DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+		if (o.max_input_chars_per_word < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("WordPiece option \"max_input_chars_per_word\" must be positive")));
+	}
+	t->wp = tf_wordpiece_load(nl + 1, model_len - (nl + 1 - model), &o, a, err, sizeof(err));
+	if (t->wp == NULL)
+	{
+		err[0] = (char) pg_toupper((unsigned char) err[0]);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid WordPiece vocabulary"),
+				 errdetail("%s.", err)));
+	}
+	t->model = NULL;
+	t->has_vocab = false;
+	t->nmodel = t->wp->ntokens;
+}
+
+bool
+IsWordPiece(const char *model, Size model_len)
+{
+	return model_len >= strlen(WORDPIECE_MAGIC) && memcmp(model, WORDPIECE_MAGIC, strlen(WORDPIECE_MAGIC)) == 0;
+}
+
 void
 BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len, const TokVocab *vocab)
 {
 	char		err[256];
 
+	t->wp = NULL;
+	if (IsWordPiece(model, model_len))
+	{
+		build_wordpiece(t, a, model, model_len);
+		return;
+	}
 	t->model = spm_load(model, model_len, a, err, sizeof(err));
 	if (t->model == NULL)
 	{
@@ -402,7 +508,7 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 {
 	int32		id;
 
-	if (!t->has_vocab)
+	if (!t->has_vocab || t->wp != NULL)
 		return tok->id;
 	if (tok->id != t->model->unk_id)
 		return t->spm_to_model[tok->id];

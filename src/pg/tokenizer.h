@@ -11,12 +11,14 @@
 
 #include "backend_cache.h"
 #include "spm.h"
+#include "wordpiece.h"
 
 typedef struct Tokenizer
 {
 	char		name[NAMEDATALEN];	/* hash key (CacheEntryHeader) */
 	MemoryContext cxt;			/* everything below lives here */
-	SpmModel   *model;
+	SpmModel   *model;			/* NULL for a WordPiece tokenizer */
+	TfWordPiece *wp;			/* BERT's WordPiece, or NULL */
 	bool		has_vocab;		/* ids are the vocabulary's, not SentencePiece's */
 	SpmMap		vocab;			/* piece -> model id */
 	int32	   *spm_to_model;	/* (npieces) model id of each piece */
@@ -62,6 +64,13 @@ extern void BuildTokenizer(Tokenizer *t, const char *model, Size model_len, cons
  */
 extern void BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_len,
 							   const TokVocab *vocab);
+
+/*
+ * A WordPiece tokenizer is stored as this line, a line of JSON options
+ * (tokenizer.json's BertNormalizer and WordPiece settings), then vocab.txt.
+ */
+#define WORDPIECE_MAGIC "#transformer wordpiece 1\n"
+extern bool IsWordPiece(const char *model, Size model_len);
 
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
 extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
