@@ -9,7 +9,7 @@ multi30k_de_en (fp16).  For each:
 - import_model() time and the size of transformer_tensors;
 - cold load: the first encode() in a fresh backend, minus a warm one; MB/s
   of stored weights;
-- warm per-call overhead: embed('a', model) in a loop (tokenizing one
+- warm per-call overhead: input_embeddings('a', model) in a loop (tokenizing one
   character and a 2 x d_model embedding included: an upper bound on the
   cost of finding the cached model), medians of REPS loops of 10,000 calls;
 - backend memory of the loaded model (its memory context) over the bytes
@@ -80,15 +80,15 @@ SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'transforme
         times = [float(l.split()[1]) / 1000 for l in lines if l.startswith("Time:")]
         colds.append(times[0] - times[1])
         mems.append(int(lines[-1]))
-    loop = bl.TIMER + """SELECT embed('a', %(m)s) IS NOT NULL;
-SELECT pg_temp.bench_median($$SELECT count(embed('a', %(m)s)) FROM generate_series(1, 10000)$$, %(r)d);""" % {
+    loop = bl.TIMER + """SELECT input_embeddings('a', %(m)s) IS NOT NULL;
+SELECT pg_temp.bench_median($$SELECT count(input_embeddings('a', %(m)s)) FROM generate_series(1, 10000)$$, %(r)d);""" % {
         "m": bl.quote(name), "r": REPS}
     per_call = float(bl.psql(loop).split("\n")[-1]) / 10000
     cold = statistics.median(colds)
     print("%s: %.1f MB of stored weights" % (name, stored / 1e6))
     print("  import_model():          %.2f s; rows in transformer_tensors %.1f MB" % (t_import, table / 1e6))
     print("  cold load:               %.3f s [%.3f, %.3f], %.0f MB/s" % (cold, min(colds), max(colds), stored / 1e6 / cold))
-    print("  warm embed('a') call:    %.2f us (all of it: an upper bound on finding the cached model)" % (per_call * 1e6))
+    print("  warm input_embeddings('a') call:    %.2f us (all of it: an upper bound on finding the cached model)" % (per_call * 1e6))
     print("  backend memory:          %.1f MB, %.3fx the stored weights" % (mems[0] / 1e6, mems[0] / stored))
     sys.stdout.flush()
 

@@ -102,3 +102,6 @@ COST 10000;
 COMMENT ON FUNCTION transformer.encode(text, text) IS
 'tokens x d_model: the encoder''s output for input, as encoder_output()';
 
+
+COMMENT ON FUNCTION import_tokenizer(text, text, text) IS
+'stores a tokenizer from server files: a SentencePiece model (.model/.spm) and optionally a Marian vocab.json, or a Hugging Face tokenizer directory (BertTokenizer''s vocab.txt; XLMRobertaTokenizer''s sentencepiece.bpe.model); superuser or pg_read_server_files only; returns the number of pieces';

@@ -137,7 +137,7 @@ AS 'MODULE_PATHNAME', 'import_tokenizer'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION import_tokenizer(text, text, text) IS
-'stores a tokenizer from server files: a SentencePiece model (.model/.spm) and optionally a Marian vocab.json; superuser or pg_read_server_files only; returns the number of pieces';
+'stores a tokenizer from server files: a SentencePiece model (.model/.spm) and optionally a Marian vocab.json, or a Hugging Face tokenizer directory (BertTokenizer''s vocab.txt; XLMRobertaTokenizer''s sentencepiece.bpe.model); superuser or pg_read_server_files only; returns the number of pieces';
 
 CREATE FUNCTION load_tokenizer(name text, spm bytea, vocab jsonb DEFAULT NULL)
 RETURNS integer

@@ -157,6 +157,28 @@ tf_wordpiece_load(const char *vocab, size_t len, const TfWordPieceOptions *opt,
 	return wp;
 }
 
+const char *
+tf_wordpiece_set_specials(TfWordPiece *wp, int n, const char *const *tokens, const SpmAlloc *a)
+{
+	wp->special = a->alloc(a->ctx, sizeof(char *) * (n + 1));
+	wp->special_len = a->alloc(a->ctx, sizeof(uint32_t) * (n + 1));
+	wp->special_id = a->alloc(a->ctx, sizeof(int) * (n + 1));
+	wp->nspecial = 0;
+	for (int i = 0; i < n; i++)
+	{
+		size_t		l = strlen(tokens[i]);
+		int			id = tf_wordpiece_id(wp, tokens[i], l);
+
+		if (l == 0 || id < 0)
+			return tokens[i];
+		wp->special[wp->nspecial] = wp->token[id];
+		wp->special_len[wp->nspecial] = (uint32_t) l;
+		wp->special_id[wp->nspecial] = id;
+		wp->nspecial++;
+	}
+	return NULL;
+}
+
 int
 tf_wordpiece_id(const TfWordPiece *wp, const char *s, size_t len)
 {
@@ -405,20 +427,20 @@ encode_word(const TfWordPiece *wp, const char *w, size_t len, int nchars, char *
 	}
 }
 
-bool
-tf_wordpiece_encode(const TfWordPiece *wp, const char *text, size_t len,
-					const SpmAlloc *a, SpmEncoding *enc)
+/* The text between special tokens: normalized, pre-tokenized, WordPiece'd onto o. */
+static bool
+encode_segment(const TfWordPiece *wp, const char *text, size_t len, const SpmAlloc *a, Out *o)
 {
 	U16			u;
 	char	   *utf8;
 	int32_t		n8 = 0;
 	UErrorCode	st = U_ZERO_ERROR;
-	Out			o;
 	char	   *buf;
 	size_t		work = 0;
 	int32_t		i;
 
-	memset(enc, 0, sizeof(*enc));
+	if (len == 0)
+		return true;
 	if (!normalize(wp, text, len, a, &u))
 		return false;
 	/* the normalized text as UTF-8: what the tokens are matched in */
@@ -432,12 +454,7 @@ tf_wordpiece_encode(const TfWordPiece *wp, const char *text, size_t len,
 	u_strToUTF8(utf8, n8 + 1, NULL, u.s, u.len, &st);
 	if (U_FAILURE(st))
 		return false;
-	enc->normalized = utf8;
-	enc->normalized_len = (size_t) n8;
 	buf = a->alloc(a->ctx, (size_t) n8 + sizeof(wp->opt.prefix) + 1);
-	o.enc = enc;
-	o.cap = 0;
-	o.a = a;
 
 	/* pre-tokenize (trim: leading and trailing spaces never make a word) and encode each word */
 	i = 0;
@@ -452,7 +469,7 @@ tf_wordpiece_encode(const TfWordPiece *wp, const char *text, size_t len,
 			continue;
 		if (bert_punct(c))
 		{
-			encode_word(wp, utf8 + s, (size_t) (i - s), 1, buf, &o);
+			encode_word(wp, utf8 + s, (size_t) (i - s), 1, buf, o);
 			continue;
 		}
 		{
@@ -470,11 +487,56 @@ tf_wordpiece_encode(const TfWordPiece *wp, const char *text, size_t len,
 				e = next;
 				nchars++;
 			}
-			encode_word(wp, utf8 + s, (size_t) (e - s), nchars, buf, &o);
+			encode_word(wp, utf8 + s, (size_t) (e - s), nchars, buf, o);
 			i = e;
 		}
 	}
 	return true;
+}
+
+/* The longest special token at text[i..len), its index, or -1. */
+static int
+special_at(const TfWordPiece *wp, const char *text, size_t i, size_t len)
+{
+	int			best = -1;
+
+	for (int k = 0; k < wp->nspecial; k++)
+		if (wp->special_len[k] <= len - i && memcmp(text + i, wp->special[k], wp->special_len[k]) == 0 &&
+			(best < 0 || wp->special_len[k] > wp->special_len[best]))
+			best = k;
+	return best;
+}
+
+bool
+tf_wordpiece_encode(const TfWordPiece *wp, const char *text, size_t len,
+					const SpmAlloc *a, SpmEncoding *enc)
+{
+	Out			o;
+	size_t		from = 0;
+	size_t		work = 0;
+	bool		first_byte[256] = {false};
+
+	memset(enc, 0, sizeof(*enc));
+	enc->normalized = (char *) "";
+	o.enc = enc;
+	o.cap = 0;
+	o.a = a;
+	for (int k = 0; k < wp->nspecial; k++)
+		first_byte[(uint8_t) wp->special[k][0]] = true;
+	for (size_t i = 0; i < len; i++)
+	{
+		int			k;
+
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
+		if (!first_byte[(uint8_t) text[i]] || (k = special_at(wp, text, i, len)) < 0)
+			continue;
+		if (!encode_segment(wp, text + from, i - from, a, &o))
+			return false;
+		out_push(&o, wp, wp->special_id[k]);
+		i += wp->special_len[k] - 1;
+		from = i + 1;
+	}
+	return encode_segment(wp, text + from, len - from, a, &o);
 }
 
 /* ----------------------------------------------------------- decoding */

@@ -35,7 +35,19 @@ typedef struct TfWordPiece
 	uint32_t   *token_len;		/* (ntokens) */
 	SpmMap		map;			/* token -> id (a repeated token: its last line) */
 	int			unk_id;
+	/*
+	 * Special (added) tokens: found in the raw text before anything else,
+	 * the leftmost and longest first, and kept whole; the text between them
+	 * is tokenized on its own (AddedVocabulary.split_with_indices).
+	 */
+	int			nspecial;
+	const char **special;		/* (nspecial) */
+	uint32_t   *special_len;
+	int		   *special_id;
 } TfWordPiece;
+
+/* Most special tokens a tokenizer may have (BERT's: 5; with [unusedN]: ~1000). */
+#define TF_WORDPIECE_MAX_SPECIAL 4096
 
 /* Longest vocabulary we accept: far beyond real ones (bert-base has 30,522). */
 #define TF_WORDPIECE_MAX_TOKENS 4000000
@@ -48,6 +60,13 @@ typedef struct TfWordPiece
  */
 TfWordPiece *tf_wordpiece_load(const char *vocab, size_t len, const TfWordPieceOptions *opt,
 							   const SpmAlloc *a, char *err, size_t errlen);
+
+/*
+ * Declare the special tokens (as tokenizer.json's added_tokens list them):
+ * each must be in the vocabulary.  NULL on success, else the offending token.
+ */
+const char *tf_wordpiece_set_specials(TfWordPiece *wp, int n, const char *const *tokens,
+									  const SpmAlloc *a);
 
 /* The id of a token, -1 if it is not in the vocabulary. */
 int			tf_wordpiece_id(const TfWordPiece *wp, const char *s, size_t len);

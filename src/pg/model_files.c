@@ -738,6 +738,7 @@ ReadBertTokenizer(const char *dir, Jsonb *tc, ModelImport *mi, int *cls_id, int 
 	char	   *tj = OptionalFile(dir, "tokenizer.json", &tjlen);
 	Jsonb	   *norm = NULL;
 	Jsonb	   *wpm = NULL;
+	JsonbValue *tj_added = NULL;
 	int			lower,
 				strip,
 				chinese;
@@ -759,6 +760,7 @@ ReadBertTokenizer(const char *dir, Jsonb *tc, ModelImport *mi, int *cls_id, int 
 			norm = JsonbValueToJsonb(n);
 		if (m != NULL && m->type == jbvBinary && JsonContainerIsObject(m->val.binary.data))
 			wpm = JsonbValueToJsonb(m);
+		tj_added = JsonKey(j, "added_tokens");
 		if (wpm != NULL)
 		{
 			char	   *p = JsonStringKey(wpm, "continuing_subword_prefix");
@@ -786,9 +788,42 @@ ReadBertTokenizer(const char *dir, Jsonb *tc, ModelImport *mi, int *cls_id, int 
 	appendStringInfoString(&b, WORDPIECE_MAGIC);
 	appendStringInfo(&b, "{\"clean_text\": true, \"handle_chinese_chars\": %s, \"lowercase\": %s, "
 					 "\"strip_accents\": %s, \"unk_token\": \"%s\", \"continuing_subword_prefix\": \"%s\", "
-					 "\"max_input_chars_per_word\": %d}\n",
+					 "\"max_input_chars_per_word\": %d, \"added_tokens\": [",
 					 chinese != 0 ? "true" : "false", lower != 0 ? "true" : "false",
 					 strip < 0 ? "null" : strip ? "true" : "false", unk, prefix, max_chars);
+	/* the tokens split off first: tokenizer.json's added_tokens, else the special tokens */
+	{
+		int			nadded = 0;
+		JsonbValue *added = tj_added;
+
+		if (added != NULL && added->type == jbvBinary && JsonContainerIsArray(added->val.binary.data))
+		{
+			int			n = JsonContainerSize(added->val.binary.data);
+
+			for (int i = 0; i < n; i++)
+			{
+				JsonbValue *e = getIthJsonbValueFromContainer(added->val.binary.data, i);
+				char	   *content = e ? token_content(e) : NULL;
+
+				if (content == NULL)
+					continue;
+				CheckAsciiToken("added token", content);
+				appendStringInfo(&b, "%s\"%s\"", nadded++ ? ", " : "", content);
+			}
+		}
+		else
+		{
+			const char *specials[] = {ConfigToken(tc, "pad_token", "[PAD]"), unk, cls, sep,
+			ConfigToken(tc, "mask_token", "[MASK]")};
+
+			for (int i = 0; i < lengthof(specials); i++)
+			{
+				CheckAsciiToken("special token", specials[i]);
+				appendStringInfo(&b, "%s\"%s\"", nadded++ ? ", " : "", specials[i]);
+			}
+		}
+	}
+	appendStringInfoString(&b, "]}\n");
 	appendBinaryStringInfo(&b, vocab, vlen);
 	mi->src_spm = mi->tgt_spm = b.data;
 	mi->src_len = mi->tgt_len = b.len;
@@ -925,6 +960,43 @@ ReadEmbeddingSettings(const char *dir, Jsonb *tc, const TfConfig *c, int cls_id,
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(
 		psprintf("{\"pooling\": \"%s\", \"normalize\": %s, \"max_seq_length\": %d, \"cls_id\": %d, \"sep_id\": %d}",
 				 pooling, normalize ? "true" : "false", max_len, cls_id, sep_id))));
+}
+
+/*
+ * import_tokenizer(name, dir): a Hugging Face tokenizer directory on its
+ * own, BertTokenizer's (vocab.txt) or XLMRobertaTokenizer's
+ * (sentencepiece.bpe.model, fairseq's ids).  *vocab is NULL for WordPiece.
+ */
+void
+ReadTokenizerDirectory(const char *dir, char **model, Size *len, char **vocab, Size *vlen)
+{
+	Size		tclen;
+	char	   *tcs = OptionalFile(dir, "tokenizer_config.json", &tclen);
+	Jsonb	   *tc = tcs ? ParseJsonText("tokenizer_config.json", tcs, tclen) : NULL;
+	ModelImport mi;
+
+	memset(&mi, 0, sizeof(mi));
+	if (HasFile(dir, "vocab.txt"))
+	{
+		int			cls_id,
+					sep_id;
+
+		ReadBertTokenizer(dir, tc, &mi, &cls_id, &sep_id);
+		*vocab = NULL;
+		*vlen = 0;
+	}
+	else if (HasFile(dir, "sentencepiece.bpe.model"))
+	{
+		mi.src_spm = NeededFile(dir, "sentencepiece.bpe.model", "XLMRobertaTokenizer's SentencePiece model", &mi.src_len);
+		*vocab = XlmrVocab(mi.src_spm, mi.src_len, vlen);
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("directory \"%s\" has no tokenizer", dir),
+				 errdetail("import_tokenizer() reads BertTokenizer's vocab.txt or XLMRobertaTokenizer's sentencepiece.bpe.model from a directory.")));
+	*model = (char *) mi.src_spm;
+	*len = mi.src_len;
 }
 
 /* An encoder-only directory's tokenizer and sentence-transformers settings. */

@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -273,6 +275,26 @@ import_tokenizer(PG_FUNCTION_ARGS)
 
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	path = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	{
+		struct stat st;
+
+		/* a directory: a Hugging Face tokenizer's files */
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		{
+			char	   *json;
+			Size		vlen;
+
+			if (!PG_ARGISNULL(2))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a tokenizer directory takes no vocab_path"),
+						 errdetail("Its vocabulary is one of its files.")));
+			ReadTokenizerDirectory(path, &model, &model_len, &json, &vlen);
+			if (json != NULL)
+				vocab = VocabFromFile("the vocabulary", json, vlen);
+			PG_RETURN_INT32(StoreTokenizer(name, model, model_len, json ? &vocab : NULL));
+		}
+	}
 	model = ReadServerFile(path, MAX_TOKENIZER_FILE, &model_len);
 
 	if (!PG_ARGISNULL(2))

@@ -466,6 +466,37 @@ build_wordpiece(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_l
 				 errmsg("invalid WordPiece vocabulary"),
 				 errdetail("%s.", err)));
 	}
+	{
+		JsonbValue *v = getKeyJsonValueFromContainer(&j->root, "added_tokens", 12, NULL);
+		const char **tokens;
+		int			n = 0;
+		const char *bad;
+
+		if (v != NULL && (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data) ||
+						  JsonContainerSize(v->val.binary.data) > TF_WORDPIECE_MAX_SPECIAL))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("WordPiece option \"added_tokens\" must be a list of at most %d strings",
+							TF_WORDPIECE_MAX_SPECIAL)));
+		n = v ? JsonContainerSize(v->val.binary.data) : 0;
+		tokens = palloc(sizeof(char *) * (n + 1));
+		for (int i = 0; i < n; i++)
+		{
+			JsonbValue *e = getIthJsonbValueFromContainer(v->val.binary.data, i);
+
+			if (e == NULL || e->type != jbvString || e->val.string.len == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("WordPiece option \"added_tokens\" must be a list of non-empty strings")));
+			tokens[i] = pnstrdup(e->val.string.val, e->val.string.len);
+		}
+		bad = tf_wordpiece_set_specials(t->wp, n, tokens, a);
+		if (bad != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid WordPiece vocabulary"),
+					 errdetail("The added token \"%s\" is not in vocab.txt.", bad)));
+	}
 	t->model = NULL;
 	t->has_vocab = false;
 	t->nmodel = t->wp->ntokens;

@@ -33,7 +33,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions WHERE comment I
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname NOT IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'transformer_invalidate_cache',
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
-                                 'drop_model', 'quantize_model', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
+                                 'drop_model', 'quantize_model', 'embed', 'input_embeddings', 'encode', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
                                  'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
                                  'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
@@ -42,7 +42,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
-           WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'encoder_output', 'translate', 'generate', 'sentences',
+           WHERE proname IN ('tokenize', 'tokens', 'detokenize', 'embed', 'input_embeddings', 'encode', 'encoder_output', 'translate', 'generate', 'sentences',
                              'attention_map', 'align', 'attention_svg', 'model_languages', 'transformer_version')
              AND (provolatile <> 's' OR proparallel <> 's')), NULL,
   'functions reading tokenizers and models are STABLE and PARALLEL SAFE');

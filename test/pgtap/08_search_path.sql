@@ -75,7 +75,7 @@ INSERT INTO got VALUES ('tokens', public.tokens('SELECT attention', 'sp_tok'));
 INSERT INTO got VALUES ('detokenize', public.detokenize('{40,50,60}', 'sp_tok2'));
 INSERT INTO got VALUES ('drop_tokenizer', public.drop_tokenizer('sp_tok2'));
 INSERT INTO got VALUES ('import_model', public.import_model('sp', :'relu'));
-INSERT INTO got VALUES ('embed', pg_catalog.array_length(public.embed('a', 'sp'), 1));
+INSERT INTO got VALUES ('input_embeddings', pg_catalog.array_length(public.input_embeddings('a', 'sp'), 1));
 INSERT INTO got VALUES ('load_model', public.load_model('sp2', pg_read_binary_file(:'sw_config'), pg_read_binary_file(:'sw_st'),
   pg_read_binary_file(:'sw_src'), pg_read_binary_file(:'sw_tgt'), pg_read_binary_file(:'sw_vocab')));
 INSERT INTO got VALUES ('encoder_output', pg_catalog.array_length(public.encoder_output('a', 'sp'), 1));

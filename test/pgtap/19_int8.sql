@@ -39,8 +39,8 @@ CREATE FUNCTION pg_temp.ints(j jsonb) RETURNS int[] LANGUAGE sql IMMUTABLE AS $$
 CREATE FUNCTION pg_temp.maxdiff(a real[], j jsonb) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN cardinality(a) <> jsonb_array_length(j) THEN 'Infinity'::float8
     ELSE (SELECT max(abs(x::float8 - y::float8)) FROM unnest(a, ARRAY(SELECT jsonb_array_elements_text(j)::float8)) u(x, y)) END $$;
-SELECT cmp_ok((SELECT max(pg_temp.maxdiff(embed(c->>'input', m || '_i8'), c->'embed')) FROM expected WHERE m = mm),
-  '<=', 1e-5::float8, mm || '_i8: embed() within 1e-5 of PyTorch''s int8 rows') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
+SELECT cmp_ok((SELECT max(pg_temp.maxdiff(input_embeddings(c->>'input', m || '_i8'), c->'embed')) FROM expected WHERE m = mm),
+  '<=', 1e-5::float8, mm || '_i8: input_embeddings() within 1e-5 of PyTorch''s int8 rows') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
 SELECT cmp_ok((SELECT max(pg_temp.maxdiff(encoder_output(c->>'input', m || '_i8'), c->'encode')) FROM expected WHERE m = mm),
   '<=', 1e-5::float8, mm || '_i8: encoder_output() within 1e-5 of PyTorch quantizing each product''s input') FROM unnest(ARRAY['marian_swish', 'paper_relu', 'prenorm_gelu']) mm;
 SELECT diag('largest int8 encoder_output() difference: ' || max(pg_temp.maxdiff(encoder_output(c->>'input', m || '_i8'), c->'encode'))) FROM expected;
