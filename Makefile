@@ -96,15 +96,15 @@ include $(PGXS)
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
-# Bundled models, installed for import_model(name)
-BUNDLED_MODELS = multi30k_de_en
-MODEL_FILES = config.json model.safetensors source.spm target.spm vocab.json tokenizer_config.json
+# Bundled models, installed for import_model(name): every file of the
+# directory but the training log and notes
+BUNDLED_MODELS = multi30k_de_en multi30k_sentence_de_en
 install: install-models
 install-models:
 	for m in $(BUNDLED_MODELS); do \
-	  $(MKDIR_P) '$(DESTDIR)$(datadir)/extension/transformer_models/'$$m && \
-	  for f in $(MODEL_FILES); do \
-	    $(INSTALL_DATA) models/$$m/$$f '$(DESTDIR)$(datadir)/extension/transformer_models/'$$m/ || exit 1; \
+	  for f in $$(cd models/$$m && find . -type f ! -name train_log.tsv ! -name README.md | sort); do \
+	    $(MKDIR_P) "$(DESTDIR)$(datadir)/extension/transformer_models/$$m/$$(dirname $$f)" && \
+	    $(INSTALL_DATA) "models/$$m/$$f" "$(DESTDIR)$(datadir)/extension/transformer_models/$$m/$$f" || exit 1; \
 	  done; \
 	done
 .PHONY: install-models

@@ -1,26 +1,28 @@
 /*
  * wordpiece.c
- *		BERT's tokenizer, ported rule by rule from @huggingface/tokenizers
- *		(npm, the reference the tests compare with id for id):
+ *		BERT's tokenizer as Hugging Face's tokenizers library (Rust; what
+ *		transformers' fast tokenizers and sentence-transformers run) does it,
+ *		ported rule by rule from tokenizers/src/normalizers/bert.rs,
+ *		pre_tokenizers/bert.rs and models/wordpiece/mod.rs:
  *
- *		BertNormalizer.normalize: clean_text (drop U+0000, U+FFFD and
- *		controls Cc Cf Co Cs but \t \n \r; JavaScript's \s becomes ' '),
- *		tokenize_chinese_chars (' ' around CJK ideographs), lowercase
- *		(toLowerCase: full case mapping of the whole text, final sigma
- *		included) then strip_accents (NFD, Mn removed) unless it is false,
- *		or strip_accents alone when it is true.
- *		BertPreTokenizer: trim, then runs of neither whitespace nor
- *		punctuation, and each punctuation character alone; punctuation is
- *		\p{P} and the ASCII ranges !-/ :-@ [-` {-~.
- *		WordPiece.encode: a word of more than max_input_chars_per_word
- *		characters is unk_token; else greedy longest match from the left,
- *		pieces after the first with continuing_subword_prefix; a word with
- *		no match somewhere is unk_token whole.
+ *		BertNormalizer: clean_text (drop U+0000, U+FFFD and controls Cc Cf Co
+ *		Cs but \t \n \r; whitespace becomes ' '), handle_chinese_chars (' '
+ *		around CJK ideographs, by bert.rs's ranges), strip_accents (NFD, Mn
+ *		removed) when it is true, or null and lowercase is, then lowercase
+ *		(char::to_lowercase: each character on its own, so no final sigma).
+ *		BertPreTokenizer: split at whitespace (removed) and at punctuation
+ *		(each character alone): ASCII punctuation and \p{P}.
+ *		WordPiece: a word of more than max_input_chars_per_word characters is
+ *		unk_token; else greedy longest match from the left, pieces after the
+ *		first with continuing_subword_prefix; a word with no match somewhere
+ *		is unk_token whole.  Added (special) tokens are split off the raw
+ *		text first (AddedVocabulary).
  *
- *		One deliberate difference: the npm package tests CJK ideographs per
- *		UTF-16 unit, so it never sees those beyond the BMP (extension B and
- *		later); we test code points, as BERT's BasicTokenizer and the Rust
- *		tokenizers do.
+ *		The npm package @huggingface/tokenizers reimplements this in
+ *		JavaScript and departs from it in three places, which the tests
+ *		count (test/pgtap/28_embeddings.sql): it tests CJK per UTF-16 unit
+ *		(never beyond the BMP), lowercases the whole text (final sigma), and
+ *		takes whitespace as JavaScript's \s.  The Unicode data is ICU's.
  */
 #include "wordpiece.h"
 
@@ -189,15 +191,14 @@ tf_wordpiece_id(const TfWordPiece *wp, const char *s, size_t len)
 
 /* ----------------------------------------------------------- encoding */
 
-/* JavaScript's \s: WhiteSpace and LineTerminator */
+/* char::is_whitespace: the White_Space property */
 static bool
-js_space(UChar32 c)
+bert_space(UChar32 c)
 {
-	return (c >= 9 && c <= 13) || c == 0xFEFF || c == 0x2028 || c == 0x2029 ||
-		u_charType(c) == U_SPACE_SEPARATOR;
+	return c == ' ' || (c >= 9 && c <= 13) || (c >= 0x80 && u_hasBinaryProperty(c, UCHAR_WHITE_SPACE));
 }
 
-/* BertNormalizer.is_control: \p{Cc} \p{Cf} \p{Co} \p{Cs}, but \t \n \r */
+/* bert.rs is_control: \t \n \r are not; Cc Cf Co Cs are (unassigned code points are kept) */
 static bool
 bert_control(UChar32 c)
 {
@@ -209,17 +210,17 @@ bert_control(UChar32 c)
 	return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR || t == U_SURROGATE;
 }
 
-/* is_chinese_char: the CJK Unified Ideographs blocks and compatibility ideographs */
+/* bert.rs is_chinese_char: its ranges (0x2B920, where BERT's Python has 0x2B820) */
 static bool
 chinese_char(UChar32 c)
 {
 	return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
 		(c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-		(c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+		(c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
 		(c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-/* PUNCTUATION_REGEX: \p{P} and the ASCII punctuation ranges */
+/* bert.rs is_bert_punc: char::is_ascii_punctuation or \p{P} */
 static bool
 bert_punct(UChar32 c)
 {
@@ -281,7 +282,7 @@ normalize(const TfWordPiece *wp, const char *text, size_t len, const SpmAlloc *a
 		{
 			if (c == 0 || c == 0xFFFD || bert_control(c))
 				continue;
-			if (js_space(c))
+			if (bert_space(c))
 				c = ' ';
 		}
 		if (o->handle_chinese_chars && chinese_char(c))
@@ -294,25 +295,6 @@ normalize(const TfWordPiece *wp, const char *text, size_t len, const SpmAlloc *a
 			u16_put(&u, c);
 	}
 
-	if (o->lowercase)
-	{
-		/* full case mapping may lengthen the text (U+0130 -> i + U+0307) */
-		int32_t		need = u_strToLower(NULL, 0, u.s, u.len, "", &st);
-		UChar	   *low;
-
-		if (st != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(st))
-			return false;
-		if ((size_t) need > SPM_MAX_NORMALIZED_BYTES)
-			return false;
-		st = U_ZERO_ERROR;
-		low = a->alloc(a->ctx, sizeof(UChar) * (need + 1));
-		u_strToLower(low, need + 1, u.s, u.len, "", &st);
-		if (U_FAILURE(st))
-			return false;
-		u.s = low;
-		u.len = need;
-		u.cap = need + 1;
-	}
 	if (strip)
 	{
 		const UNormalizer2 *nfd = unorm2_getNFDInstance(&st);
@@ -344,6 +326,41 @@ normalize(const TfWordPiece *wp, const char *text, size_t len, const SpmAlloc *a
 		u.s = d;
 		u.len = k;
 		u.cap = need + 1;
+	}
+	if (o->lowercase)
+	{
+		/*
+		 * char::to_lowercase, character by character: the full mapping
+		 * (U+0130 -> i + U+0307) without context (Σ is always σ).  A
+		 * character lowers to at most 3 units.
+		 */
+		UChar	   *low = a->alloc(a->ctx, sizeof(UChar) * ((size_t) u.len * 3 + 1));
+		int32_t		k = 0;
+
+		for (int32_t j = 0; j < u.len;)
+		{
+			UChar32		c;
+			UChar		one[2];
+			int32_t		n1 = 0;
+
+			U16_NEXT(u.s, j, u.len, c);
+			if (c < 0x80)
+			{
+				low[k++] = (UChar) (c >= 'A' && c <= 'Z' ? c + 32 : c);
+				continue;
+			}
+			U16_APPEND_UNSAFE(one, n1, c);
+			st = U_ZERO_ERROR;
+			k += u_strToLower(low + k, 3, one, n1, "", &st);
+			if (U_FAILURE(st))
+				return false;
+			SPM_CHECK_INTERRUPTS(j);
+		}
+		if ((size_t) k > SPM_MAX_NORMALIZED_BYTES)
+			return false;
+		u.s = low;
+		u.len = k;
+		u.cap = (int32_t) ((size_t) u.len * 3 + 1);
 	}
 	*out = u;
 	return true;
@@ -465,7 +482,7 @@ encode_segment(const TfWordPiece *wp, const char *text, size_t len, const SpmAll
 
 		U8_NEXT(utf8, i, n8, c);
 		SPM_CHECK_INTERRUPTS_WORK(work, i - s);
-		if (js_space(c))
+		if (bert_space(c))
 			continue;
 		if (bert_punct(c))
 		{
@@ -482,7 +499,7 @@ encode_segment(const TfWordPiece *wp, const char *text, size_t len, const SpmAll
 				UChar32		d;
 
 				U8_NEXT(utf8, next, n8, d);
-				if (js_space(d) || bert_punct(d))
+				if (bert_space(d) || bert_punct(d))
 					break;
 				e = next;
 				nchars++;

@@ -350,6 +350,83 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(found);
 }
 
+/*
+ * XLMRobertaTokenizer's special tokens in the text: each is that token, and
+ * the text between them is encoded on its own (AddedVocabulary's split);
+ * <mask> takes the whitespace before it (lstrip), as XLM-R declares it.
+ */
+static const struct
+{
+	const char *s;
+	int			len;
+	bool		lstrip;
+}			FairseqSpecials[] = {
+	{"<s>", 3, false}, {"</s>", 4, false}, {"<pad>", 5, false}, {"<unk>", 5, false}, {"<mask>", 6, true}
+};
+
+static bool
+encode_append(Tokenizer *tok, const char *s, Size len, const SpmAlloc *a, SpmEncoding *enc)
+{
+	SpmEncoding part;
+	SpmToken   *t;
+
+	if (len == 0)
+		return true;
+	if (!spm_encode(tok->model, s, len, a, &part))
+		return false;
+	t = a->alloc(a->ctx, sizeof(SpmToken) * (enc->ntokens + part.ntokens + 1));
+	if (enc->ntokens > 0)
+		memcpy(t, enc->tokens, sizeof(SpmToken) * enc->ntokens);
+	if (part.ntokens > 0)
+		memcpy(t + enc->ntokens, part.tokens, sizeof(SpmToken) * part.ntokens);
+	enc->tokens = t;
+	enc->ntokens += part.ntokens;
+	return true;
+}
+
+static bool
+encode_with_specials(Tokenizer *tok, const char *s, Size len, const SpmAlloc *a, SpmEncoding *enc)
+{
+	Size		from = 0;
+
+	memset(enc, 0, sizeof(*enc));
+	enc->normalized = "";
+	for (Size i = 0; i < len; i++)
+	{
+		int			k;
+
+		if (s[i] != '<')
+			continue;
+		for (k = 0; k < lengthof(FairseqSpecials); k++)
+			if (len - i >= (Size) FairseqSpecials[k].len && memcmp(s + i, FairseqSpecials[k].s, FairseqSpecials[k].len) == 0)
+				break;
+		if (k == lengthof(FairseqSpecials))
+			continue;
+		{
+			Size		end = i;
+			SpmToken   *t;
+
+			if (FairseqSpecials[k].lstrip)
+				while (end > from && (s[end - 1] == ' ' || (s[end - 1] >= '\t' && s[end - 1] <= '\r')))
+					end--;
+			if (!encode_append(tok, s + from, end - from, a, enc))
+				return false;
+			/* an unknown piece whose text the vocabulary knows: TokenModelId gives its id */
+			t = a->alloc(a->ctx, sizeof(SpmToken) * (enc->ntokens + 1));
+			if (enc->ntokens > 0)
+				memcpy(t, enc->tokens, sizeof(SpmToken) * enc->ntokens);
+			t[enc->ntokens].id = tok->model->unk_id;
+			t[enc->ntokens].str = FairseqSpecials[k].s;
+			t[enc->ntokens].len = FairseqSpecials[k].len;
+			enc->tokens = t;
+			enc->ntokens++;
+			i += FairseqSpecials[k].len - 1;
+			from = i + 1;
+		}
+	}
+	return encode_append(tok, s + from, len - from, a, enc);
+}
+
 void
 EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
 {
@@ -358,6 +435,7 @@ EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
 	char	   *s = ToUtf8(input, &len);
 
 	if (tok->wp != NULL ? !tf_wordpiece_encode(tok->wp, s, len, &a, enc) :
+		tok->fairseq_specials && memchr(s, '<', len) != NULL ? !encode_with_specials(tok, s, len, &a, enc) :
 		!spm_encode(tok->model, s, len, &a, enc))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

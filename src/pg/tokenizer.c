@@ -337,6 +337,9 @@ build_vocab(Tokenizer *t, const SpmAlloc *a, const TokVocab *vocab)
 		t->spm_to_model[i] = id >= 0 ? id : t->vocab_unk;
 	}
 	t->has_vocab = true;
+	/* XLMRobertaTokenizer's vocabulary (fairseq's ids and <mask>): its special tokens are split off the text */
+	t->fairseq_specials = spm_map_get(&t->vocab, "<mask>", 6) >= 0 && spm_map_get(&t->vocab, "<s>", 3) == 0 &&
+		spm_map_get(&t->vocab, "<pad>", 5) == 1 && spm_map_get(&t->vocab, "</s>", 4) == 2;
 }
 
 bool
@@ -514,6 +517,7 @@ BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size mode
 	char		err[256];
 
 	t->wp = NULL;
+	t->fairseq_specials = false;
 	if (IsWordPiece(model, model_len))
 	{
 		build_wordpiece(t, a, model, model_len);

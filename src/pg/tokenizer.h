@@ -20,6 +20,8 @@ typedef struct Tokenizer
 	SpmModel   *model;			/* NULL for a WordPiece tokenizer */
 	TfWordPiece *wp;			/* BERT's WordPiece, or NULL */
 	bool		has_vocab;		/* ids are the vocabulary's, not SentencePiece's */
+	bool		fairseq_specials;	/* XLM-R's: <s> </s> <pad> <unk> <mask> in the
+									 * text are those tokens (see EncodeText) */
 	SpmMap		vocab;			/* piece -> model id */
 	int32	   *spm_to_model;	/* (npieces) model id of each piece */
 	int32		vocab_unk;		/* model id of the unknown piece */

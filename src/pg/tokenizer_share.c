@@ -56,6 +56,7 @@ typedef struct TokImage
 {
 	SpmModel   *model;
 	TfWordPiece *wp;
+	bool		fairseq_specials;
 	bool		has_vocab;
 	SpmMap		vocab;
 	int32	   *spm_to_model;
@@ -103,6 +104,7 @@ use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
 
 	t->model = img->model;
 	t->wp = img->wp;
+	t->fairseq_specials = img->fairseq_specials;
 	t->has_vocab = img->has_vocab;
 	t->vocab = img->vocab;
 	t->spm_to_model = img->spm_to_model;
@@ -274,6 +276,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	PG_END_TRY();
 	img->model = built.model;
 	img->wp = built.wp;
+	img->fairseq_specials = built.fairseq_specials;
 	img->has_vocab = built.has_vocab;
 	img->vocab = built.vocab;
 	img->spm_to_model = built.spm_to_model;
