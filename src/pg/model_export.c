@@ -24,6 +24,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "ext_tables.h"
 #include "model_store.h"
@@ -31,6 +32,7 @@
 #include "safetensors.h"
 #include "server_files.h"
 #include "translate.h"
+#include "tokenizer.h"
 #include "tokenizer_share.h"
 #include "weight_cache.h"
 
@@ -118,6 +120,102 @@ CheckExportDirectory(const char *dir)
 	return path;
 }
 
+/*
+ * An encoder's files as sentence-transformers lays them out, for
+ * import_model() to read back: the tokenizer (vocab.txt with its settings
+ * in tokenizer_config.json, or sentencepiece.bpe.model), modules.json,
+ * 1_Pooling/config.json and sentence_bert_config.json from the embedding
+ * settings.
+ */
+static void
+WriteEncoderFiles(const char *dir, bytea *tok, const char *embedding)
+{
+	const char *t = VARDATA_ANY(tok);
+	Size		len = VARSIZE_ANY_EXHDR(tok);
+	Jsonb	   *e = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(embedding)));
+	JsonbValue *v;
+	char	   *pooling = "mean";
+	bool		normalize = false;
+	int			max_len = 512;
+	StringInfoData j;
+
+	v = getKeyJsonValueFromContainer(&e->root, "pooling", 7, NULL);
+	if (v && v->type == jbvString)
+		pooling = pnstrdup(v->val.string.val, v->val.string.len);
+	v = getKeyJsonValueFromContainer(&e->root, "normalize", 9, NULL);
+	normalize = v && v->type == jbvBool && v->val.boolean;
+	v = getKeyJsonValueFromContainer(&e->root, "max_seq_length", 14, NULL);
+	if (v && v->type == jbvNumeric)
+		max_len = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+
+	if (IsWordPiece(t, len))
+	{
+		/* the options line: tokenizer.json's names; tokenizer_config.json's are BertTokenizer's */
+		const char *opts = t + strlen(WORDPIECE_MAGIC);
+		const char *nl = memchr(opts, '\n', len - (opts - t));
+		Jsonb	   *o;
+		JsonbValue *ov;
+
+		if (nl == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("stored WordPiece tokenizer is damaged")));
+		o = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(opts, nl - opts))));
+		WriteFile(dir, "vocab.txt", nl + 1, len - (nl + 1 - t), false);
+		initStringInfo(&j);
+		appendStringInfoString(&j, "{\n  \"tokenizer_class\": \"BertTokenizer\",\n  \"do_lower_case\": ");
+		ov = getKeyJsonValueFromContainer(&o->root, "lowercase", 9, NULL);
+		appendStringInfoString(&j, ov && ov->type == jbvBool && !ov->val.boolean ? "false" : "true");
+		appendStringInfoString(&j, ",\n  \"strip_accents\": ");
+		ov = getKeyJsonValueFromContainer(&o->root, "strip_accents", 13, NULL);
+		appendStringInfoString(&j, ov == NULL || ov->type != jbvBool ? "null" : ov->val.boolean ? "true" : "false");
+		appendStringInfoString(&j, ",\n  \"tokenize_chinese_chars\": ");
+		ov = getKeyJsonValueFromContainer(&o->root, "handle_chinese_chars", 20, NULL);
+		appendStringInfoString(&j, ov && ov->type == jbvBool && !ov->val.boolean ? "false" : "true");
+		ov = getKeyJsonValueFromContainer(&o->root, "unk_token", 9, NULL);
+		if (ov && ov->type == jbvString)
+		{
+			appendStringInfoString(&j, ",\n  \"unk_token\": ");
+			escape_json(&j, pnstrdup(ov->val.string.val, ov->val.string.len));
+		}
+		appendStringInfo(&j, ",\n  \"model_max_length\": %d\n}\n", max_len);
+		WriteFile(dir, "tokenizer_config.json", j.data, j.len, false);
+	}
+	else
+	{
+		WriteFile(dir, "sentencepiece.bpe.model", t, len, false);
+		initStringInfo(&j);
+		appendStringInfo(&j, "{\n  \"tokenizer_class\": \"XLMRobertaTokenizer\",\n  \"model_max_length\": %d\n}\n", max_len);
+		WriteFile(dir, "tokenizer_config.json", j.data, j.len, false);
+	}
+
+	initStringInfo(&j);
+	appendStringInfoString(&j, "[\n  {\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},\n"
+						   "  {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}");
+	if (normalize)
+		appendStringInfoString(&j, ",\n  {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}");
+	appendStringInfoString(&j, "\n]\n");
+	WriteFile(dir, "modules.json", j.data, j.len, false);
+	{
+		char	   *pdir = psprintf("%s/1_Pooling", dir);
+
+		if (mkdir(pdir, S_IRWXU | S_IRGRP | S_IXGRP | S_IROTH | S_IXOTH) != 0 && errno != EEXIST)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\": %m", pdir)));
+		initStringInfo(&j);
+		appendStringInfo(&j, "{\n  \"pooling_mode_cls_token\": %s,\n  \"pooling_mode_mean_tokens\": %s,\n"
+						 "  \"pooling_mode_max_tokens\": %s,\n  \"pooling_mode_mean_sqrt_len_tokens\": %s\n}\n",
+						 strcmp(pooling, "cls") == 0 ? "true" : "false", strcmp(pooling, "mean") == 0 ? "true" : "false",
+						 strcmp(pooling, "max") == 0 ? "true" : "false",
+						 strcmp(pooling, "mean_sqrt_len") == 0 ? "true" : "false");
+		WriteFile(pdir, "config.json", j.data, j.len, false);
+	}
+	initStringInfo(&j);
+	appendStringInfo(&j, "{\n  \"max_seq_length\": %d\n}\n", max_len);
+	WriteFile(dir, "sentence_bert_config.json", j.data, j.len, false);
+}
+
 PG_FUNCTION_INFO_V1(export_model);
 Datum
 export_model(PG_FUNCTION_ARGS)
@@ -138,11 +236,13 @@ export_model(PG_FUNCTION_ARGS)
 	dir = CheckExportDirectory(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 
 	level = ExtSpiConnect();
-	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model, %s "
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.safetensors_header, s.model, t.model, %s, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
 								   ModelsHaveGenerationConfig() ? "m.generation_config_json, m.source_lang, m.target_lang" :
 								   "NULL::bytea, NULL::text, NULL::text",
+								   ExtensionTableHasColumn("transformer_models", "embedding") ?
+								   "m.embedding::text" : "NULL::text",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -158,6 +258,15 @@ export_model(PG_FUNCTION_ARGS)
 				 errmsg("could not create directory \"%s\": %m", dir)));
 	b = spi_bytea(0, 1);
 	WriteFile(dir, "config.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
+	{
+		char	   *embedding = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9);
+
+		if (embedding != NULL)
+		{
+			WriteEncoderFiles(dir, spi_bytea(0, 4), embedding);
+			goto weights;
+		}
+	}
 	b = spi_bytea(0, 2);
 	WriteFile(dir, "vocab.json", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 	b = spi_bytea(0, 4);
@@ -196,6 +305,7 @@ export_model(PG_FUNCTION_ARGS)
 			WriteFile(dir, "tokenizer_config.json", j.data, j.len, false);
 		}
 	}
+weights:
 	b = spi_bytea(0, 3);
 	WriteFile(dir, "model.safetensors", VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), false);
 

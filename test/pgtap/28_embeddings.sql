@@ -17,7 +17,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(48);
+SELECT plan(54);
 
 CREATE FUNCTION pg_temp.maxdiff(a real[], b jsonb) RETURNS float8 LANGUAGE sql AS $$
   SELECT max(abs(x - (y #>> '{}')::float8))
@@ -167,6 +167,17 @@ SELECT cmp_ok((SELECT max(abs(e - m)) FROM unnest(embed('Ein Mann fährt Fahrrad
   '<', 1e-5::float8, 'embed() on a translation model is the mean of encoder_output()');
 SELECT is(array_dims(input_embeddings('Ein Mann.', 'multi30k_de_en')), '[1:4][1:256]',
   'input_embeddings(): the paper''s input layer, tokens x d_model (embed() up to 0.7.0)');
+
+-- export_model() writes an encoder as sentence-transformers lays it out; import_model() reads it back
+SELECT is(export_model(f, '/tmp/transformer_tap_encoder_' || f || '_' || pg_backend_pid()),
+          (SELECT count(*)::int FROM transformer_tensors WHERE model = f), f || ': export_model() writes every tensor')
+FROM unnest(ARRAY['bert_tiny_max', 'xlmr_tiny']) f;
+SELECT lives_ok(format('SELECT import_model(%L, %L)', f || '_back', '/tmp/transformer_tap_encoder_' || f || '_' || pg_backend_pid()),
+  f || ': import_model() reads the exported directory')
+FROM unnest(ARRAY['bert_tiny_max', 'xlmr_tiny']) f;
+SELECT is((SELECT count(*)::int FROM expected WHERE m = f AND embed(c->>'text', f) IS DISTINCT FROM embed(c->>'text', f || '_back')), 0,
+  f || ': the exported and imported model embeds every case as the original')
+FROM unnest(ARRAY['bert_tiny_max', 'xlmr_tiny']) f;
 
 -- int8: quantize_model() on an encoder
 SELECT lives_ok($$SELECT quantize_model('bert_tiny_max', 'bert_tiny_max_i8')$$, 'quantize_model() on an encoder');
