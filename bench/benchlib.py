@@ -1,5 +1,6 @@
 """Shared by the bench/ scripts: psql, in-server timing, the Multi30k test
-sentences, the transformer-base model with random weights, statistics."""
+sentences, the transformer-base model with random weights, statistics, the
+CPU time of other processes."""
 import gzip
 import json
 import os
@@ -7,6 +8,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -126,3 +128,64 @@ def reexec_with_coretype():
     if core:
         os.environ["OPENBLAS_CORETYPE"] = core
         os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+# ------------------------------------------------------------ the machine's load
+# (bench/nllb.py and bench/ctranslate2.py have their own copies of these)
+
+def cpu_ticks(pid="self"):
+    with open("/proc/%s/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])         # utime + stime (all threads)
+
+
+def busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]                          # all but idle and iowait
+
+
+def other_processes(seconds=3.0, exclude=()):
+    """Processes other than ours using more than 10% of a core over a few seconds."""
+    def sample():
+        out = {}
+        for p in os.listdir("/proc"):
+            if p.isdigit():
+                try:
+                    with open("/proc/%s/stat" % p) as f:
+                        s = f.read()
+                    out[p] = (s[s.index("(") + 1: s.rindex(")")], cpu_ticks(p))
+                except (OSError, ValueError, IndexError):
+                    pass
+        return out
+    hz = os.sysconf("SC_CLK_TCK")
+    a = sample()
+    time.sleep(seconds)
+    b = sample()
+    mine = {str(os.getpid())} | {str(x) for x in exclude}
+    busy = []
+    for p, (name, t) in b.items():
+        if p in mine or p not in a:
+            continue
+        share = (t - a[p][1]) / hz / seconds
+        if share > 0.10:
+            busy.append("%s (%s) %.0f%%" % (name, p, 100 * share))
+    return busy
+
+
+class LoadMeter:
+    """CPU time of everything but this process and the given ones (a
+    backend, a child process), since creation, in cores (0: the machine
+    was ours)."""
+
+    def __init__(self, *pids):
+        self.pids = pids
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self.t0, self.busy0, self.own0 = time.time(), busy_ticks(), self.own()
+
+    def own(self):
+        return cpu_ticks() + sum(cpu_ticks(p) for p in self.pids)
+
+    def others(self):
+        wall = time.time() - self.t0
+        return max(0.0, (busy_ticks() - self.busy0 - (self.own() - self.own0)) / self.hz / wall)
