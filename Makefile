@@ -399,6 +399,7 @@ test/unit/test_torch_san: test/unit/test_torch.c $(TORCH_SRC) src/core/*.h
 
 FUZZERS = test/fuzz/fuzz_spm_model test/fuzz/fuzz_safetensors_header test/fuzz/fuzz_text test/fuzz/fuzz_weight_file test/fuzz/fuzz_svg_label
 FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
+FUZZERS += test/fuzz/fuzz_wordpiece
 
 test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
 		test/unit/test_wordpiece.c src/core/wordpiece.c src/core/markup.c src/core/spans.c src/core/casing.c src/core/placement.c src/core/*.h
@@ -409,6 +410,10 @@ test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/uni
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_wordpiece_san test/unit/test_wordpiece.c \
 	  src/core/wordpiece.c src/core/spm_model.c src/core/protobuf.c -licuuc
 	touch $@
+
+test/fuzz/fuzz_wordpiece: test/fuzz/fuzz_wordpiece.c test/fuzz/fuzz_arena.h src/core/wordpiece.c src/core/wordpiece.h src/core/spm_model.c
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
+	  -o $@ test/fuzz/fuzz_wordpiece.c src/core/wordpiece.c src/core/spm_model.c src/core/protobuf.c -licuuc
 
 test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h src/core/markup.c src/core/markup.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \

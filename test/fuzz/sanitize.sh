@@ -36,9 +36,10 @@ run fuzz_svg_label 4096 test/fuzz/corpus-svg-label &		# the cheapest
 run fuzz_torch_pickle 65536 test/fuzz/corpus-torch-pickle test/fuzz/seeds_torch_pickle &
 run fuzz_spans 4096 test/fuzz/corpus-spans &
 run fuzz_rich_text 4096 test/fuzz/corpus-rich-text test/fuzz/seeds_rich_text test/fuzz/seeds_markup &
+run fuzz_wordpiece 4096 test/fuzz/corpus-wordpiece test/fuzz/seeds_wordpiece &
 wait
 for name in fuzz_spm_model fuzz_safetensors_header fuzz_text fuzz_weight_file fuzz_svg_label fuzz_torch_zip fuzz_torch_pickle \
-	fuzz_markup fuzz_spans fuzz_rich_text; do
+	fuzz_markup fuzz_spans fuzz_rich_text fuzz_wordpiece; do
 	[ -f "$out/$name.ok" ] && cat "$out/$name.ok"
 	[ -f "$out/$name.fail" ] && cat "$out/$name.fail" >&2
 done
