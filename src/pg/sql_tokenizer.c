@@ -352,16 +352,17 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 
 /*
  * XLMRobertaTokenizer's special tokens in the text: each is that token, and
- * the text between them is encoded on its own (AddedVocabulary's split);
- * <mask> takes the whitespace before it (lstrip), as XLM-R declares it.
+ * the text between them is encoded on its own (its tokens_trie split).
+ * <mask>'s lstrip changes nothing here: SentencePiece drops the whitespace
+ * at a segment's end anyway (the Rust library's Metaspace keeps a lone
+ * "▁" there, one of the lines where the fast tokenizer departs from it).
  */
 static const struct
 {
 	const char *s;
 	int			len;
-	bool		lstrip;
 }			FairseqSpecials[] = {
-	{"<s>", 3, false}, {"</s>", 4, false}, {"<pad>", 5, false}, {"<unk>", 5, false}, {"<mask>", 6, true}
+	{"<s>", 3}, {"</s>", 4}, {"<pad>", 5}, {"<unk>", 5}, {"<mask>", 6}
 };
 
 static bool
@@ -403,13 +404,9 @@ encode_with_specials(Tokenizer *tok, const char *s, Size len, const SpmAlloc *a,
 		if (k == lengthof(FairseqSpecials))
 			continue;
 		{
-			Size		end = i;
 			SpmToken   *t;
 
-			if (FairseqSpecials[k].lstrip)
-				while (end > from && (s[end - 1] == ' ' || (s[end - 1] >= '\t' && s[end - 1] <= '\r')))
-					end--;
-			if (!encode_append(tok, s + from, end - from, a, enc))
+			if (!encode_append(tok, s + from, i - from, a, enc))
 				return false;
 			/* an unknown piece whose text the vocabulary knows: TokenModelId gives its id */
 			t = a->alloc(a->ctx, sizeof(SpmToken) * (enc->ntokens + 1));

@@ -431,7 +431,18 @@ build_wordpiece(Tokenizer *t, const SpmAlloc *a, const char *model, Size model_l
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid WordPiece tokenizer"),
 				 errdetail("Its options line is not terminated.")));
-	j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(p, nl - p))));
+	{
+		char	   *line = pnstrdup(p, nl - p);
+		JsonLexContext *lex = makeJsonLexContextCstringLen(line, (int) (nl - p), GetDatabaseEncoding(), true);
+		JsonParseErrorType rc = pg_parse_json(lex, &nullSemAction);
+
+		if (rc != JSON_SUCCESS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid WordPiece tokenizer"),
+					 errdetail("Its options line is not JSON: %s", json_errdetail(rc, lex))));
+		j = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(line)));
+	}
 	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

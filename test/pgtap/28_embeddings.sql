@@ -2,9 +2,7 @@
 -- XLM-RoBERTa layouts, against a rule-by-rule PyTorch port of Hugging
 -- Face's modeling_bert / modeling_xlm_roberta and sentence-transformers'
 -- pooling (tools/bert_torch.py; fixtures by tools/gen_encoder_fixtures.py);
--- the tokenizers against npm @huggingface/tokenizers and
--- @huggingface/transformers on 12,000 sentences of many scripts
--- (tools/gen_wordpiece_token_ids.py); embed(), its batch form,
+-- the tokenizers are 29_encoder_tokenizers.sql's; embed(), its batch form,
 -- transformer.encode(), parallel queries, int8, the bundled sentence
 -- encoder's retrieval, pgvector where it is installed.
 \set ON_ERROR_STOP 1
@@ -17,7 +15,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(54);
+SELECT plan(51);
 
 CREATE FUNCTION pg_temp.maxdiff(a real[], b jsonb) RETURNS float8 LANGUAGE sql AS $$
   SELECT max(abs(x - (y #>> '{}')::float8))
@@ -77,65 +75,6 @@ SELECT is(array_length(embed('Ein Hund.', 'bert_tiny'), 1), 32, 'embed() is one 
 SELECT ok(abs(sqrt((SELECT sum(x * x) FROM unnest(embed('Zwei Hunde spielen.', 'bert_tiny_max')) x)) - 1) < 1e-5,
   'a model with Normalize gives unit vectors');
 
--- ------------------------------------------------------------ tokenizers
-
--- the corpus: 6,314 lines of many scripts (tools/gen_tokenizer_corpus.py),
--- and 6,028 Multi30k sentences it refers to, read from ../shared/data
-CREATE TEMP TABLE m30k (file text, line int, t text);
-CREATE TEMP TABLE raw (n serial, t text);
-SELECT :'data' <> 'missing' AS have_data \gset
-\if :have_data
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\endif
-CREATE TEMP TABLE corpus AS
-SELECT o::int AS i, CASE WHEN jsonb_typeof(l::jsonb) = 'object'
-                         THEN (SELECT t FROM m30k WHERE file = l::jsonb ->> 'multi30k' AND line = (l::jsonb ->> 'line')::int)
-                         ELSE l::jsonb #>> '{}' END AS t
-FROM regexp_split_to_table(rtrim(pg_read_file(:'root' || '/test/fixtures/tokenizers/corpus.jsonl'), E'\n'), E'\n')
-       WITH ORDINALITY AS x(l, o)
-WHERE strpos(l, '\u0000') = 0;			-- text cannot hold NUL
-DELETE FROM corpus WHERE t IS NULL;		-- Multi30k's lines, without ../shared/data
-SELECT cmp_ok((SELECT count(*)::int FROM corpus), '>=', CASE WHEN :'data' <> 'missing' THEN 12000 ELSE 6000 END,
-  'the tokenizer corpus: over 12,000 sentences (6,000 without ../shared/data)');
-
-SELECT lives_ok(format('SELECT import_tokenizer(%L, %L)', f, :'root' || '/test/fixtures/tokenizers/' || f),
-  'import_tokenizer() reads the directory ' || f)
-FROM unnest(ARRAY['bert_uncased', 'bert_cased', 'bert_uncased_keep_accents', 'xlmr']) f;
-
--- the references: npm @huggingface/tokenizers and @huggingface/transformers
--- ("ids"; the two agree on every line), and where they differ from it,
--- Hugging Face's Rust library ("rust", its npm binding tokenizers 0.23.2:
--- what transformers' fast tokenizers and sentence-transformers run) for
--- WordPiece, and the SentencePiece library ("python": XLMRobertaTokenizer)
--- for XLM-R
-CREATE TEMP TABLE npm AS
-SELECT f, o::int AS i, ARRAY(SELECT jsonb_array_elements_text(e)::int) AS js,
-       ARRAY(SELECT jsonb_array_elements_text(COALESCE(j -> (CASE WHEN f = 'xlmr' THEN 'python' ELSE 'rust' END) -> ((o - 1)::text), e))::int) AS ids
-FROM unnest(ARRAY['bert_uncased', 'bert_cased', 'bert_uncased_keep_accents', 'xlmr']) f,
-     LATERAL (SELECT pg_read_file(:'root' || '/test/fixtures/npm_tokens/' || f || '.json')::jsonb) r(j),
-     jsonb_array_elements(j -> 'ids') WITH ORDINALITY AS x(e, o);
-CREATE TEMP TABLE ours AS SELECT f, i, tokenize(t, f) AS ids FROM corpus, unnest(ARRAY['bert_uncased', 'bert_cased', 'bert_uncased_keep_accents', 'xlmr']) f;
-
--- every sentence: the reference's ids are [CLS] ours [SEP] (<s> ours </s>)
-SELECT is((SELECT count(*)::int FROM ours o JOIN npm n USING (f, i)
-           WHERE n.ids[2:cardinality(n.ids) - 1] IS DISTINCT FROM o.ids AND NOT (cardinality(n.ids) = 2 AND o.ids = '{}')),
-  0, ff || ': tokenize() gives the reference ids on every sentence of the corpus')
-FROM unnest(ARRAY['bert_uncased', 'bert_cased', 'bert_uncased_keep_accents', 'xlmr']) ff;
-SELECT diag(f || ': equal to npm @huggingface/tokenizers on ' || count(*) FILTER (WHERE n.js[2:cardinality(n.js) - 1] = o.ids OR (cardinality(n.js) = 2 AND o.ids = '{}'))
-            || ' of ' || count(*) || ' sentences (the rest: where the JavaScript port departs from the Rust library or SentencePiece)')
-FROM ours o JOIN npm n USING (f, i) GROUP BY f ORDER BY f;
-
 -- ------------------------------------------------------------ the SQL surface
 
 SELECT is(encode('hello'::bytea, 'base64'), 'aGVsbG8=', 'an unqualified encode() is still PostgreSQL''s');
@@ -153,6 +92,25 @@ SELECT throws_ok($$SELECT embed('x', 'no_such_model')$$, '42704', NULL, 'embed()
 SELECT throws_ok($$SELECT * FROM embed(ARRAY[['a'], ['b']], 'bert_tiny')$$, '2202E', NULL, 'embed() of a 2-D array: 2202E');
 SELECT ok(embed(NULL::text, 'bert_tiny') IS NULL AND NOT EXISTS (SELECT FROM embed(NULL::text[], 'bert_tiny')),
   'NULL in, NULL out');
+
+-- stored rows are untrusted: damaged settings are refused, not trusted
+SAVEPOINT damage;
+UPDATE transformer_models SET embedding = jsonb_set(embedding, '{cls_id}', '99999') WHERE name = 'bert_tiny';
+SELECT throws_ok($$SELECT embed('x', 'bert_tiny')$$, 'XX001', 'model "bert_tiny" is damaged', 'an embedding setting out of range: XX001');
+ROLLBACK TO SAVEPOINT damage;
+UPDATE transformer_models SET embedding = NULL WHERE name = 'bert_tiny';
+SELECT throws_ok($$SELECT embed('x', 'bert_tiny')$$, 'XX001', 'model "bert_tiny" is damaged', 'an encoder without its embedding settings: XX001');
+ROLLBACK TO SAVEPOINT damage;
+UPDATE transformer_models SET config = jsonb_set(config, '{hidden_act}', '"gelu_new"') WHERE name = 'bert_tiny';
+SELECT throws_ok($$SELECT embed('x', 'bert_tiny')$$, '0A000', 'activation function "gelu_new" is not supported', 'hidden_act gelu_new: 0A000');
+ROLLBACK TO SAVEPOINT damage;
+UPDATE transformer_models SET config = jsonb_set(config, '{position_embedding_type}', '"relative_key"') WHERE name = 'bert_tiny';
+SELECT throws_ok($$SELECT embed('x', 'bert_tiny')$$, '0A000', 'position embedding type "relative_key" is not supported', 'relative positions: 0A000');
+ROLLBACK TO SAVEPOINT damage;
+UPDATE transformer_tokenizers SET model = overlay(model placing '\x0a0a'::bytea from 26 for 2) WHERE name = 'bert_tiny/source';
+SELECT throws_ok($$SELECT embed('x', 'bert_tiny')$$, '22023', NULL, 'a damaged WordPiece options line: 22023');
+ROLLBACK TO SAVEPOINT damage;
+SELECT is((embed('Ein Hund.', 'bert_tiny'))[1:2], (SELECT (embed('Ein Hund.', 'bert_tiny'))[1:2]), 'and after the rollback the model is whole again');
 
 -- a text longer than max_seq_length is cut there, as sentence-transformers does
 SELECT is(array_length(transformer.encode(repeat('hund ', 200), 'bert_tiny'), 1), 32,
@@ -207,6 +165,25 @@ RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 
 -- ------------------------------------------------------------ the bundled sentence encoder
+
+-- Multi30k's test sets, from ../shared/data
+CREATE TEMP TABLE m30k (file text, line int, t text);
+CREATE TEMP TABLE raw (n serial, t text);
+SELECT :'data' <> 'missing' AS have_data \gset
+\if :have_data
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'val.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'val.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'test_2016_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'test_2016_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'test_2017_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
+INSERT INTO m30k SELECT 'test_2017_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
+\endif
 
 -- German -> English retrieval on the first 200 pairs of test_2016_flickr:
 -- is each German sentence's translation the nearest English one by cosine?

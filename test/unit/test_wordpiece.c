@@ -138,6 +138,10 @@ main(void)
 	expect(cased_strip, " \tH\u00E4LLo!how  \n Are yoU?  ", "[UNK] ! how Are yoU ?", "no lower, strip_accents true");
 	/* test_chinese */
 	expect(lower, "ah\u535A\u63A8zz", "ah \u535A \u63A8 zz", "chinese characters split");
+	/* bert.rs's ranges: extension B is, U+2B820..2B91F is not (0x2B920 in the Rust source) */
+	expect(lower, "ah\U00020000zz", "ah [UNK] zz", "CJK extension B split");
+	expect(lower, "ah\U0002B820zz", "[UNK]", "U+2B820 not split, as the Rust library");
+	expect(lower, "ah\U0002B920zz", "ah [UNK] zz", "U+2B920 split");
 	/* controls go, whitespace of any kind splits (clean_text) */
 	expect(lower, "hello\x01\x7f you\u00A0are\u2003how\u200B", "hello you are how", "controls and spaces");
 	expect(lower, "\xff hello", "hello", "an invalid byte is U+FFFD, which clean_text drops");
