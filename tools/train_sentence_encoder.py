@@ -5,7 +5,7 @@ modules: Transformer, mean Pooling, Normalize) from the encoder of the
 bundled translation model models/multi30k_de_en/, fine-tuned on Multi30k's
 29,000 training pairs with a symmetric in-batch contrastive loss.
 
-    /usr/bin/python3 tools/train_sentence_encoder.py [--out DIR] [--epochs 8]
+    /usr/bin/python3 tools/train_sentence_encoder.py [--out DIR] [--epochs 10]
         [--batch-size 128] [--lr 1e-4] [--temperature 0.05] [--threads 1]
         [--seed 1] [--limit N]            # --limit: a smoke run on N pairs
 
@@ -300,7 +300,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--marian", default=os.path.join(ROOT, "models", "multi30k_de_en"))
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "multi30k_sentence_de_en"))
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--warmup", type=float, default=0.1, help="share of the steps")
