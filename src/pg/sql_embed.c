@@ -24,8 +24,13 @@
 #include "tokenizer.h"
 #include "translate.h"
 
-/* A batch of embed(text[]) runs at most this many tokens at once: the encoder's buffers stay small. */
-#define EMBED_BATCH_TOKENS 4096
+/*
+ * A batch of embed(text[]) runs at most this many tokens at once: the
+ * activations of a pack stay in the caches (a BERT-base feed-forward of 512
+ * tokens is 6 MB); packs of 4,096 tokens ran 10-16% slower
+ * (bench/README.md).
+ */
+#define EMBED_BATCH_TOKENS 512
 
 static void
 embed_interrupts(void)
