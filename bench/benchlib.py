@@ -181,6 +181,7 @@ class LoadMeter:
     def __init__(self, *pids):
         self.pids = pids
         self.hz = os.sysconf("SC_CLK_TCK")
+        self.extra = 0                  # ticks of our processes that have exited since
         self.t0, self.busy0, self.own0 = time.time(), busy_ticks(), self.own()
 
     def own(self):
@@ -188,4 +189,5 @@ class LoadMeter:
 
     def others(self):
         wall = time.time() - self.t0
-        return max(0.0, (busy_ticks() - self.busy0 - (self.own() - self.own0)) / self.hz / wall)
+        mine = self.own() - self.own0 + self.extra
+        return max(0.0, (busy_ticks() - self.busy0 - mine) / self.hz / wall)

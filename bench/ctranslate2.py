@@ -249,30 +249,7 @@ def convert(directory, name, quantization):
 
 # ------------------------------------------------------------ the machine
 
-def cpu_ticks(pid="self"):
-    with open("/proc/%s/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def busy_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4]
-
-
-class LoadMeter:
-    """Cores used by other processes (not this one, not the backend) since creation."""
-
-    def __init__(self, backend):
-        self.backend, self.hz = backend, os.sysconf("SC_CLK_TCK")
-        self.t0, self.b0, self.o0 = time.time(), busy_ticks(), self.own()
-
-    def own(self):
-        return cpu_ticks() + cpu_ticks(self.backend)
-
-    def others(self):
-        return max(0.0, (busy_ticks() - self.b0 - (self.own() - self.o0)) / self.hz / (time.time() - self.t0))
+LoadMeter = bl.LoadMeter      # cores used by other processes since creation
 
 
 def wait_quiet(minutes, backend):

@@ -111,50 +111,15 @@ def log(*a):
 
 # ------------------------------------------------------------ the machine
 
-def cpu_ticks(pid="self"):
-    with open("/proc/%s/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])         # utime + stime (all threads)
+cpu_ticks = bl.cpu_ticks
+busy_ticks = bl.busy_ticks
+other_processes = bl.other_processes
+LoadMeter = bl.LoadMeter
 
 
 def major_faults(pid):
     with open("/proc/%s/stat" % pid) as f:
         return int(f.read().rsplit(")", 1)[1].split()[9])
-
-
-def busy_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4]                          # all but idle and iowait
-
-
-def other_processes(seconds=3.0, exclude=()):
-    """Processes other than ours using more than 10% of a core over a few seconds."""
-    def sample():
-        out = {}
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    with open("/proc/%s/stat" % p) as f:
-                        s = f.read()
-                    name = s[s.index("(") + 1: s.rindex(")")]
-                    out[p] = (name, cpu_ticks(p))
-                except (OSError, ValueError, IndexError):
-                    pass
-        return out
-    hz = os.sysconf("SC_CLK_TCK")
-    a = sample()
-    time.sleep(seconds)
-    b = sample()
-    mine = {str(os.getpid())} | {str(x) for x in exclude}
-    busy = []
-    for p, (name, t) in b.items():
-        if p in mine or p not in a:
-            continue
-        share = (t - a[p][1]) / hz / seconds
-        if share > 0.10:
-            busy.append("%s (%s) %.0f%%" % (name, p, 100 * share))
-    return busy
 
 
 def wait_quiet(max_minutes, exclude=()):
@@ -170,25 +135,6 @@ def wait_quiet(max_minutes, exclude=()):
             return busy
         log("  waiting for a quiet machine: %s" % ", ".join(busy))
         time.sleep(27)
-
-
-class LoadMeter:
-    """CPU time of everything but this process and the backend, over a part
-    of the run, in cores (0: the machine was ours)."""
-
-    def __init__(self, *backend_pids):
-        self.pids = backend_pids
-        self.hz = os.sysconf("SC_CLK_TCK")
-        self.extra = 0                  # ticks of our backends that have exited since
-        self.t0, self.busy0, self.own0 = time.time(), busy_ticks(), self.own()
-
-    def own(self):
-        return cpu_ticks() + sum(cpu_ticks(p) for p in self.pids)
-
-    def others(self):
-        wall = time.time() - self.t0
-        mine = self.own() - self.own0 + self.extra
-        return max(0.0, (busy_ticks() - self.busy0 - mine) / self.hz / wall)
 
 
 def machine(cur, backend_pid):
