@@ -1,8 +1,9 @@
 /*
  * sql_model.c
- *		SQL entry points for inference: embed(), encoder_output(),
- *		generate(), translate() (the pipeline is translate.c), the options
- *		of a call, and the attention maps.
+ *		SQL entry points for inference: generate(), translate() (the
+ *		pipeline is translate.c), the options of a call, the attention
+ *		maps, and the 0.7.0 C names of input_embeddings() and
+ *		encoder_output().
  */
 #include "postgres.h"
 
@@ -36,34 +37,27 @@
 
 char	   *transformer_default_model = NULL;
 
+/*
+ * The C names of the functions that were embed() and encoder_output() up to
+ * 0.7.0, for the SQL definitions of an installation not yet updated with
+ * ALTER EXTENSION: the same code as input_embeddings() and encoder_output()
+ * (sql_embed.c).
+ */
+extern Datum input_embeddings(PG_FUNCTION_ARGS);
+extern Datum encoder_output(PG_FUNCTION_ARGS);
+
 PG_FUNCTION_INFO_V1(embed);
 Datum
 embed(PG_FUNCTION_ARGS)
 {
-	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	CachedModel *cm = GetModel(model);
-	int			n;
-	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), NULL, &n);
-	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
-
-	tf_embed(&cm->model, n, ids, (float *) ARR_DATA_PTR(result));
-	PG_RETURN_ARRAYTYPE_P(result);
+	return input_embeddings(fcinfo);
 }
 
 PG_FUNCTION_INFO_V1(encode);
 Datum
 encode(PG_FUNCTION_ARGS)
 {
-	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	CachedModel *cm = GetModel(model);
-	int			n;
-	int		   *ids = SourceIds(cm, model, InputTextArg(fcinfo, 0), NULL, &n);
-	ArrayType  *result = NewFloat4Array(n, cm->model.cfg.d_model);
-	SpmAlloc	a = DecodeWorkspace(CurrentMemoryContext);
-
-	tf_encode(&cm->model, n, ids, (float *) ARR_DATA_PTR(result), &a);
-	ReleaseWorkspace(&a);
-	PG_RETURN_ARRAYTYPE_P(result);
+	return encoder_output(fcinfo);
 }
 
 void

@@ -167,23 +167,7 @@ RESET parallel_tuple_cost;
 -- ------------------------------------------------------------ the bundled sentence encoder
 
 -- Multi30k's test sets, from ../shared/data
-CREATE TEMP TABLE m30k (file text, line int, t text);
-CREATE TEMP TABLE raw (n serial, t text);
-SELECT :'data' <> 'missing' AS have_data \gset
-\if :have_data
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\endif
+\ir include/multi30k.psql
 
 -- German -> English retrieval on the first 200 pairs of test_2016_flickr:
 -- is each German sentence's translation the nearest English one by cosine?

@@ -20,23 +20,7 @@ SELECT plan(9);
 
 -- the corpus: 6,314 lines of many scripts (tools/gen_tokenizer_corpus.py),
 -- and 6,028 Multi30k sentences it refers to, read from ../shared/data
-CREATE TEMP TABLE m30k (file text, line int, t text);
-CREATE TEMP TABLE raw (n serial, t text);
-SELECT :'data' <> 'missing' AS have_data \gset
-\if :have_data
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/val.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'val.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2016_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2016_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.de.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.de.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\copy raw(t) FROM PROGRAM 'zcat ../shared/data/multi30k/test_2017_flickr.en.gz' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02', NULL E'\x03')
-INSERT INTO m30k SELECT 'test_2017_flickr.en.gz', n, t FROM raw; TRUNCATE raw RESTART IDENTITY;
-\endif
+\ir include/multi30k.psql
 CREATE TEMP TABLE corpus AS
 SELECT o::int AS i, CASE WHEN jsonb_typeof(l::jsonb) = 'object'
                          THEN (SELECT t FROM m30k WHERE file = l::jsonb ->> 'multi30k' AND line = (l::jsonb ->> 'line')::int)
