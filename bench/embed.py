@@ -122,6 +122,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import bert_torch as bt  # noqa: E402  (tools/ is on the path through benchlib)
+from nllb_tokenizer import _fields  # noqa: E402  (the protobuf reader)
 
 OUT = "/tmp/transformer_bench_embed"
 BUNDLED = os.path.join(bl.ROOT, "models", "multi30k_sentence_de_en")
@@ -258,36 +259,6 @@ def export_onnx(model, path):
     assert not model.training
 
 
-def _varint(b, i):
-    r = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        r |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return r, i
-
-
-def _fields(b):
-    i = 0
-    while i < len(b):
-        key, i = _varint(b, i)
-        f, t = key >> 3, key & 7
-        if t == 0:
-            v, i = _varint(b, i)
-        elif t == 1:
-            v, i = b[i:i + 8], i + 8
-        elif t == 5:
-            v, i = b[i:i + 4], i + 4
-        elif t == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise ValueError("wire type %d" % t)
-        yield f, v
-
-
 def onnx_ops(path):
     """{op_type: count} of an ONNX file's main graph (ModelProto.graph = 7,
     GraphProto.node = 1, NodeProto.op_type = 4, domain = 7), read as
@@ -295,12 +266,12 @@ def onnx_ops(path):
     with open(path, "rb") as f:
         b = f.read()
     ops = {}
-    for f, v in _fields(b):
+    for f, _, v, _ in _fields(b):
         if f == 7:
-            for g, node in _fields(v):
+            for g, _, node, _ in _fields(v):
                 if g == 1:
                     op = dom = ""
-                    for h, x in _fields(node):
+                    for h, _, x, _ in _fields(node):
                         if h == 4:
                             op = x.decode()
                         elif h == 7:

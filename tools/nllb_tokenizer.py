@@ -93,9 +93,12 @@ def _varint(buf, i):
 
 
 def _fields(buf):
-    """(field number, wire type, value) of a protobuf message, in order."""
+    """(field number, wire type, value, the field's raw bytes) of a protobuf
+    message, in order.  Also the reader of tools/train_sentence_encoder.py
+    and bench/embed.py."""
     i = 0
     while i < len(buf):
+        start = i
         key, i = _varint(buf, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
@@ -109,7 +112,7 @@ def _fields(buf):
             v, i = buf[i:i + 4], i + 4
         else:
             raise ValueError("unsupported protobuf wire type %d" % wt)
-        yield num, wt, v
+        yield num, wt, v, buf[start:i]
 
 
 def read_spm_model(path):
@@ -122,10 +125,10 @@ def read_spm_model(path):
         buf = f.read()
     out = {"pieces": [], "model_type": 1, "unk_id": 0, "unk_piece": "<unk>", "byte_fallback": False,
            "normalizer_name": None, "precompiled_charsmap": b""}
-    for num, _, v in _fields(buf):
+    for num, _, v, _ in _fields(buf):
         if num == 1:
             piece, score, typ = "", 0.0, 1
-            for n2, _, v2 in _fields(v):
+            for n2, _, v2, _ in _fields(v):
                 if n2 == 1:
                     piece = bytes(v2).decode("utf-8")
                 elif n2 == 2:
@@ -134,7 +137,7 @@ def read_spm_model(path):
                     typ = v2
             out["pieces"].append((piece, score, typ))
         elif num == 2:
-            for n2, _, v2 in _fields(v):
+            for n2, _, v2, _ in _fields(v):
                 if n2 == 3:
                     out["model_type"] = v2
                 elif n2 == 35:
@@ -144,7 +147,7 @@ def read_spm_model(path):
                 elif n2 == 45:
                     out["unk_piece"] = bytes(v2).decode("utf-8")
         elif num == 3:
-            for n2, _, v2 in _fields(v):
+            for n2, _, v2, _ in _fields(v):
                 if n2 == 1:
                     out["normalizer_name"] = bytes(v2).decode("utf-8")
                 elif n2 == 2:

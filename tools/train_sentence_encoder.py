@@ -60,6 +60,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bert_torch as bt  # noqa: E402
 from marian_torch import load_marian  # noqa: E402
+from nllb_tokenizer import _fields  # noqa: E402  (the protobuf reader)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -74,17 +75,6 @@ SETS = ["val", "test_2016_flickr", "test_2017_flickr"]
 # and, in field 2 (TrainerSpec), vocab_size (4), unk_id (40), bos_id (41),
 # eos_id (42), pad_id (43); everything else is copied byte for byte.
 
-def _varint(b, i):
-    r = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        r |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return r, i
-
-
 def _enc_varint(v):
     v &= (1 << 64) - 1
     out = bytearray()
@@ -96,26 +86,6 @@ def _enc_varint(v):
         else:
             out.append(c)
             return bytes(out)
-
-
-def _fields(b):
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = _varint(b, i)
-        f, w = key >> 3, key & 7
-        if w == 0:
-            v, i = _varint(b, i)
-        elif w == 1:
-            v, i = b[i:i + 8], i + 8
-        elif w == 5:
-            v, i = b[i:i + 4], i + 4
-        elif w == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise ValueError("unexpected wire type %d" % w)
-        yield f, w, v, b[start:i]
 
 
 def _len_field(f, payload):
