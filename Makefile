@@ -64,9 +64,11 @@ OBJS = \
 	src/pg/job_store.o \
 	src/pg/job_launch.o \
 	src/pg/sql_jobs.o \
+	src/pg/job_sync.o \
 	src/pg/sql_version.o \
 	src/pg/model_stats.o \
-	src/worker/job_worker.o
+	src/worker/job_worker.o \
+	src/worker/job_supervisor.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
 # install script of the default version.  Older versions keep only what the
@@ -77,7 +79,7 @@ DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
 	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql \
-	sql/transformer--0.7.0--0.8.0.sql
+	sql/transformer--0.7.0--0.8.0.sql sql/transformer--0.8.0--0.9.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

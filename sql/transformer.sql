@@ -795,22 +795,31 @@ CREATE TABLE transformer_job (
 	started_at timestamptz,
 	finished_at timestamptz,
 	last_error text,
-	waiting text
+	waiting text,
+	-- since 0.9.0
+	kind text NOT NULL DEFAULT 'translate' CHECK (kind IN ('translate', 'embed')),
+	format text,
+	keep text[],
+	source_lang text,
+	target_lang text,
+	source_lang_column name
 );
 COMMENT ON TABLE transformer_job IS
-'background translation jobs as translate_column() declared them; read them through the view transformer_jobs';
+'background jobs as translate_column() and embed_column() declared them; read them through the view transformer_jobs';
 SELECT pg_catalog.pg_extension_config_dump('transformer_job', '');
 SELECT pg_catalog.pg_extension_config_dump('transformer_job_id_seq', '');
 
 CREATE TABLE transformer_job_queue (
 	id bigserial PRIMARY KEY,
 	job bigint NOT NULL REFERENCES transformer_job (id) ON DELETE CASCADE,
-	key jsonb NOT NULL,
-	queued_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+	keys jsonb NOT NULL,
+	queued_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- since 0.9.0
+	n integer NOT NULL DEFAULT 1 CHECK (n > 0)
 );
 CREATE INDEX transformer_job_queue_job ON transformer_job_queue (job, id);
 COMMENT ON TABLE transformer_job_queue IS
-'the keys of the rows each job has still to translate (the text form of the key columns, as a JSON array)';
+'the keys of the rows each job has still to do, in chunks: keys is a JSON array of n keys, each a JSON array of the key columns'' text written under fixed settings (DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output hex)';
 SELECT pg_catalog.pg_extension_config_dump('transformer_job_queue', '');
 SELECT pg_catalog.pg_extension_config_dump('transformer_job_queue_id_seq', '');
 
@@ -845,42 +854,75 @@ CREATE POLICY own_jobs ON transformer_job_errors FOR SELECT
 	USING (pg_catalog.pg_has_role(owner, 'USAGE') OR pg_catalog.pg_has_role('pg_monitor', 'USAGE'));
 GRANT SELECT ON transformer_job_errors TO PUBLIC;
 
+-- the batches of the last minutes, for the rate over the last minute (since 0.9.0;
+-- the supervisor forgets batches older than 2 minutes)
+CREATE TABLE transformer_job_batches (
+	job bigint NOT NULL REFERENCES transformer_job (id) ON DELETE CASCADE,
+	worker integer NOT NULL,
+	started_at timestamptz NOT NULL,
+	finished_at timestamptz NOT NULL,
+	rows integer NOT NULL
+);
+CREATE INDEX transformer_job_batches_job ON transformer_job_batches (job, finished_at);
+COMMENT ON TABLE transformer_job_batches IS
+'the batches each job''s workers finished in the last two minutes: when and how many rows';
+
 CREATE VIEW transformer_jobs WITH (security_barrier) AS
-SELECT j.id, j.tbl AS "table", j.source, j.target, j.model, j.owner, j.state, j.workers,
+SELECT j.id, j.kind, j.tbl AS "table", j.source, j.target, j.model, j.owner, j.state,
+	CASE WHEN j.state IN ('queued', 'running') THEN 'backfilling'
+		WHEN j.state = 'syncing' AND q.pending > 0 THEN 'syncing'
+		WHEN j.state = 'syncing' THEN 'idle'
+		ELSE j.state END AS activity,
+	j.workers,
 	p.done + p.failed + q.pending AS rows_total,
 	p.done AS rows_done,
 	p.failed AS rows_failed,
 	q.pending AS rows_pending,
 	r.rate AS rows_per_second,
 	j.started_at,
-	CASE WHEN j.state IN ('queued', 'running') AND r.rate > 0
-		THEN pg_catalog.now() + pg_catalog.make_interval(secs => q.pending / r.rate) END AS eta,
+	CASE WHEN j.state IN ('queued', 'running', 'syncing') AND q.pending > 0 AND r.rate > 0
+		THEN pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => q.pending / r.rate) END AS eta,
 	j.last_error,
 	j.waiting,
-	j.keep_in_sync, j.beam, j.batch_size, j.created_at, j.finished_at
+	j.keep_in_sync, j.beam, j.batch_size, j.format, j.keep, j.source_lang, j.target_lang, j.source_lang_column,
+	j.created_at, j.finished_at
 FROM transformer_job j
 CROSS JOIN LATERAL (SELECT coalesce(sum(rows_done), 0)::bigint AS done,
-	coalesce(sum(rows_failed), 0)::bigint AS failed,
-	min(first_at) AS first_at, max(last_at) AS last_at
+	coalesce(sum(rows_failed), 0)::bigint AS failed
 	FROM transformer_job_progress WHERE job = j.id) p
-CROSS JOIN LATERAL (SELECT count(*) AS pending FROM transformer_job_queue WHERE job = j.id) q
-CROSS JOIN LATERAL (SELECT CASE WHEN p.last_at > p.first_at
-	THEN round(((p.done + p.failed) / extract(epoch FROM p.last_at - p.first_at))::numeric, 1)::double precision
+CROSS JOIN LATERAL (SELECT coalesce(sum(n), 0)::bigint AS pending FROM transformer_job_queue WHERE job = j.id) q
+CROSS JOIN LATERAL (SELECT sum(rows) AS rows, min(started_at) AS since FROM transformer_job_batches
+	WHERE job = j.id AND finished_at > pg_catalog.clock_timestamp() - interval '1 minute') b
+CROSS JOIN LATERAL (SELECT CASE WHEN b.rows > 0
+	THEN round((b.rows / greatest(extract(epoch FROM pg_catalog.clock_timestamp() - greatest(b.since, pg_catalog.clock_timestamp() - interval '1 minute')), 0.001))::numeric, 1)::double precision
 	END AS rate) r
 WHERE pg_catalog.pg_has_role(j.owner, 'USAGE') OR pg_catalog.pg_has_role('pg_monitor', 'USAGE');
 COMMENT ON VIEW transformer_jobs IS
-'background translation jobs: state, rows done, failed and pending, speed, expected end, and why no worker runs (waiting); a role sees its own jobs, pg_monitor all';
+'background jobs: kind (translate or embed), state, activity (backfilling, syncing or idle), rows done, failed and pending, rows per second over the last minute, expected end while rows are pending, and why no worker runs (waiting); a role sees its own jobs, pg_monitor all';
 GRANT SELECT ON transformer_jobs TO PUBLIC;
 
 CREATE FUNCTION translate_column(tbl regclass, source text, target text, model text DEFAULT NULL,
                                  workers integer DEFAULT 1, keep_in_sync boolean DEFAULT true,
-                                 beam integer DEFAULT NULL, batch_size integer DEFAULT NULL)
+                                 beam integer DEFAULT NULL, batch_size integer DEFAULT NULL,
+                                 format text DEFAULT 'text', keep text[] DEFAULT NULL,
+                                 source_lang text DEFAULT NULL, target_lang text DEFAULT NULL,
+                                 source_lang_column text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'translate_column'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION translate_column(regclass, text, text, text, integer, boolean, integer, integer) IS
-'declares a background job that writes translate(source) into target for every row whose target is NULL, with workers background workers running as you; keep_in_sync also translates rows inserted or whose source changes later; returns the job''s id';
+COMMENT ON FUNCTION translate_column(regclass, text, text, text, integer, boolean, integer, integer, text, text[], text, text, text) IS
+'declares a background job that writes translate(source) into target, with translate()''s format, keep and languages, for every row whose target is NULL; keep_in_sync also does rows inserted later or whose source changes (a target set by hand stays); source_lang_column names a column with each row''s source language; workers: at most this many background workers at a time, started by the database''s job supervisor while rows are queued; returns the job''s id';
+
+CREATE FUNCTION embed_column(tbl regclass, source text, target text, model text DEFAULT NULL,
+                             workers integer DEFAULT 1, keep_in_sync boolean DEFAULT true,
+                             batch_size integer DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'embed_column'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION embed_column(regclass, text, text, text, integer, boolean, integer) IS
+'declares a background job that writes embed(source, model) into target (real[], or pgvector''s vector) for every row whose target is NULL, with the guarantees of translate_column(); returns the job''s id';
 
 CREATE FUNCTION wait_for_job(job bigint, timeout interval DEFAULT NULL)
 RETURNS boolean
@@ -888,7 +930,7 @@ AS 'MODULE_PATHNAME', 'wait_for_job'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION wait_for_job(bigint, interval) IS
-'waits until the job has no row left to translate (true), or until timeout (false)';
+'waits until the job has no row left to do (true; a WARNING says how many rows failed), or until timeout (false)';
 
 CREATE FUNCTION pause_job(job bigint)
 RETURNS void
@@ -928,6 +970,6 @@ AS 'MODULE_PATHNAME', 'transformer_job_sync'
 LANGUAGE C;
 
 COMMENT ON FUNCTION transformer_job_sync() IS
-'trigger of keep_in_sync jobs: queues the key of each row inserted, or whose source changed';
+'statement triggers of keep_in_sync jobs: queue the keys of the rows inserted with a NULL target, or whose source changed while their target did not';
 
 REVOKE ALL ON FUNCTION transformer_job_sync() FROM PUBLIC;

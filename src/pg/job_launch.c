@@ -1,267 +1,242 @@
 /*
  * job_launch.c
- *		Starting the processes of translation jobs (src/worker/job_worker.c):
- *		registering a job's workers, the resumer of a database after a
- *		server start, the launcher under shared_preload_libraries, and the
- *		shared list of databases whose jobs wait for a free slot.
+ *		Starting the processes of background jobs (src/worker/): a supervisor
+ *		per database with unfinished jobs (registered on first use after a
+ *		start, when a transaction that declared, resumed or queued work
+ *		commits, and by the launcher under shared_preload_libraries), and the
+ *		shared counts of job workers behind transformer.max_job_workers and
+ *		the fair shares between roles.
  */
 #include "postgres.h"
 
 #include "access/parallel.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
-#include "storage/lock.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
 #include "jobs.h"
 
-/* set by the job workers (src/worker/job_worker.c) for themselves */
+/* set by the job processes (src/worker/) for themselves */
 bool		am_job_worker = false;
 int64		my_job = 0;
 int			my_worker = 0;
 
-/* transformer.job_naptime (transformer.c) */
+/* transformer.job_naptime, transformer.max_job_workers (transformer.c) */
 int			job_naptime_ms = 250;
+int			max_job_workers = 2;
 
-/* Does some process hold worker k's lock (a worker running)? */
-static bool
-worker_running(int64 job, int k)
+/* A registered supervisor that has not started within this long is taken as lost. */
+#define SUPERVISOR_START_TIMEOUT_MS 10000
+
+#define MAX_SUPERVISORS 256
+#define MAX_JOB_ENTRIES 1024
+
+typedef struct SupervisorEntry
 {
-	LOCKTAG		tag;
+	Oid			db;				/* InvalidOid: free */
+	bool		running;		/* else registered, not yet started */
+	TimestampTz since;
+	int			pgprocno;		/* when running: whose latch to set */
+} SupervisorEntry;
 
-	JobLockTag(&tag, MyDatabaseId, job, k);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	LockRelease(&tag, ExclusiveLock, false);
-	return false;
-}
-
-int
-LaunchJobWorkers(int64 job, Oid owner, int workers)
+typedef struct JobEntry
 {
-	int			missing = 0;
+	Oid			db;				/* InvalidOid: free */
+	int64		job;
+	Oid			role;
+	int			wanted;
+	int			running;
+} JobEntry;
 
-	for (int k = 1; k <= workers; k++)
-	{
-		BackgroundWorker w;
-		JobWorkerArgs args;
-
-		/* (a worker holds its own lock: LockAcquire() would succeed for it) */
-		if ((am_job_worker && my_job == job && my_worker == k) || worker_running(job, k))
-			continue;
-		memset(&w, 0, sizeof(w));
-		w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		/* restarted after a crash or a kill: without shared_preload_libraries too */
-		w.bgw_restart_time = 1;
-		strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
-		strlcpy(w.bgw_function_name, "transformer_job_main", BGW_MAXLEN);
-		snprintf(w.bgw_name, BGW_MAXLEN, "transformer job " INT64_FORMAT " worker %d", job, k);
-		strlcpy(w.bgw_type, w.bgw_name, BGW_MAXLEN);
-		args.dboid = MyDatabaseId;
-		args.owner = owner;
-		args.job = job;
-		args.worker = k;
-		StaticAssertStmt(sizeof(args) <= BGW_EXTRALEN, "job worker arguments too long");
-		memcpy(w.bgw_extra, &args, sizeof(args));
-		w.bgw_notify_pid = 0;
-		if (!RegisterDynamicBackgroundWorker(&w, NULL))
-			missing++;
-	}
-	if (missing > 0)
-		MarkJobsWaiting(MyDatabaseId);	/* retried as slots free (job_worker.c) */
-	return missing;
-}
-
-/* ------------------------------------------------------------ resuming after a start */
-
-/*
- * Databases whose jobs were resumed since the server started, and those
- * with jobs whose workers found no free slot (spare shared memory)
- */
-#define MAX_RESUMED_DBS 256
-#define MAX_WAITING_DBS 64
-typedef struct ResumedDatabases
+typedef struct JobShared
 {
 	slock_t		mutex;
-	int			n;
-	Oid			db[MAX_RESUMED_DBS];
-	int			nwaiting;
-	Oid			waiting[MAX_WAITING_DBS];
-} ResumedDatabases;
+	SupervisorEntry sup[MAX_SUPERVISORS];
+	JobEntry	jobs[MAX_JOB_ENTRIES];
+} JobShared;
 
-static ResumedDatabases *
-resumed_databases(void)
+static JobShared *
+job_shared(void)
 {
-	static ResumedDatabases *shared = NULL;
+	static JobShared *shared = NULL;
 	bool		found;
 
 	if (shared == NULL)
 	{
 		LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-		shared = ShmemInitStruct("transformer resumed databases", sizeof(ResumedDatabases), &found);
+		shared = ShmemInitStruct("transformer job supervisors", sizeof(JobShared), &found);
 		if (!found)
 		{
+			memset(shared, 0, sizeof(JobShared));
 			SpinLockInit(&shared->mutex);
-			shared->n = 0;
-			shared->nwaiting = 0;
 		}
 		LWLockRelease(AddinShmemInitLock);
 	}
 	return shared;
 }
 
-/* Marks db resumed; false if it already was. */
+/* ------------------------------------------------------------ supervisors */
+
 bool
-ClaimResume(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		claimed = true;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->n; i++)
-		if (r->db[i] == db)
-			claimed = false;
-	if (claimed && r->n < MAX_RESUMED_DBS)
-		r->db[r->n++] = db;
-	SpinLockRelease(&r->mutex);
-	return claimed;
-}
-
-static void
-unclaim_resume(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->n; i++)
-		if (r->db[i] == db)
-			r->db[i] = r->db[--r->n];
-	SpinLockRelease(&r->mutex);
-}
-
-void
-MarkJobsWaiting(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		known = false;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->nwaiting; i++)
-		known |= r->waiting[i] == db;
-	if (!known && r->nwaiting < MAX_WAITING_DBS)
-		r->waiting[r->nwaiting++] = db;
-	SpinLockRelease(&r->mutex);
-}
-
-/* Whether db has jobs waiting for a slot (and forget it: the caller retries). */
-static bool
-take_waiting(Oid db)
-{
-	ResumedDatabases *r = resumed_databases();
-	bool		found = false;
-
-	SpinLockAcquire(&r->mutex);
-	for (int i = 0; i < r->nwaiting && !found; i++)
-		if (r->waiting[i] == db || db == InvalidOid)
-		{
-			found = true;
-			r->waiting[i] = r->waiting[--r->nwaiting];
-		}
-	SpinLockRelease(&r->mutex);
-	return found;
-}
-
-static bool
-register_resumer_with(Oid db, BackgroundWorkerHandle **handle)
+RegisterJobSupervisor(Oid db, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker w;
 
 	memset(&w, 0, sizeof(w));
 	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
+	/* after a crash-restart too (without shared_preload_libraries); exit 0 unregisters it */
+	w.bgw_restart_time = 5;
 	strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
-	strlcpy(w.bgw_function_name, "transformer_job_resumer", BGW_MAXLEN);
-	snprintf(w.bgw_name, BGW_MAXLEN, "transformer job resumer for database %u", db);
-	strlcpy(w.bgw_type, "transformer job resumer", BGW_MAXLEN);
+	strlcpy(w.bgw_function_name, "transformer_job_supervisor", BGW_MAXLEN);
+	snprintf(w.bgw_name, BGW_MAXLEN, "transformer job supervisor for database %u", db);
+	strlcpy(w.bgw_type, "transformer job supervisor", BGW_MAXLEN);
 	w.bgw_main_arg = ObjectIdGetDatum(db);
 	w.bgw_notify_pid = handle ? MyProcPid : 0;
 	return RegisterDynamicBackgroundWorker(&w, handle);
 }
 
-static bool
-register_resumer(Oid db)
+static int
+find_supervisor(JobShared *s, Oid db)
 {
-	return register_resumer_with(db, NULL);
+	for (int i = 0; i < MAX_SUPERVISORS; i++)
+		if (s->sup[i].db == db)
+			return i;
+	return -1;
 }
 
-/* A resumer for db if it has jobs waiting for a slot (none free: it stays marked). */
 void
-RetryWaitingJobs(Oid db)
+EnsureJobSupervisor(Oid db)
 {
-	if (take_waiting(db) && !register_resumer(db))
-		MarkJobsWaiting(db);
+	JobShared  *s = job_shared();
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+	int			wake = -1;
+	bool		need = false;
+
+	SpinLockAcquire(&s->mutex);
+	i = find_supervisor(s, db);
+	if (i >= 0 && !s->sup[i].running &&
+		TimestampDifferenceExceeds(s->sup[i].since, now, SUPERVISOR_START_TIMEOUT_MS))
+	{
+		s->sup[i].db = InvalidOid;	/* registered long ago, never started: lost */
+		i = -1;
+	}
+	if (i >= 0)
+		wake = s->sup[i].running ? s->sup[i].pgprocno : -1;
+	else
+	{
+		i = find_supervisor(s, InvalidOid);
+		if (i >= 0)
+		{
+			s->sup[i].db = db;
+			s->sup[i].running = false;
+			s->sup[i].since = now;
+			need = true;
+		}
+	}
+	SpinLockRelease(&s->mutex);
+	if (wake >= 0)
+		SetLatch(&ProcGlobal->allProcs[wake].procLatch);
+	if (need && !RegisterJobSupervisor(db, NULL))
+	{
+		/* no free slot: the next use, commit or launcher round tries again */
+		SpinLockAcquire(&s->mutex);
+		if (s->sup[i].db == db && !s->sup[i].running)
+			s->sup[i].db = InvalidOid;
+		SpinLockRelease(&s->mutex);
+	}
+}
+
+bool
+ClaimSupervisor(Oid db)
+{
+	JobShared  *s = job_shared();
+	bool		ok = true;
+	int			i;
+
+	SpinLockAcquire(&s->mutex);
+	i = find_supervisor(s, db);
+	if (i >= 0 && s->sup[i].running && s->sup[i].pgprocno != MyProc->pgprocno)
+		ok = false;				/* another one runs */
+	else
+	{
+		if (i < 0)
+			i = find_supervisor(s, InvalidOid);
+		if (i < 0)
+			ok = false;
+		else
+		{
+			s->sup[i].db = db;
+			s->sup[i].running = true;
+			s->sup[i].since = GetCurrentTimestamp();
+			s->sup[i].pgprocno = MyProc->pgprocno;
+		}
+	}
+	SpinLockRelease(&s->mutex);
+	return ok;
+}
+
+void
+ReleaseSupervisor(Oid db)
+{
+	JobShared  *s = job_shared();
+	int			i;
+
+	SpinLockAcquire(&s->mutex);
+	i = find_supervisor(s, db);
+	if (i >= 0 && s->sup[i].running && s->sup[i].pgprocno == MyProc->pgprocno)
+		s->sup[i].db = InvalidOid;
+	SpinLockRelease(&s->mutex);
+}
+
+/* ------------------------------------------------------------ at commit */
+
+static bool supervisor_at_commit = false;
+
+static void
+job_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && supervisor_at_commit)
+	{
+		supervisor_at_commit = false;
+		EnsureJobSupervisor(MyDatabaseId);
+	}
+	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		supervisor_at_commit = false;
+}
+
+void
+EnsureJobSupervisorAtCommit(void)
+{
+	static bool registered = false;
+
+	if (IsParallelWorker())
+		return;					/* the leader's commit does it */
+	if (!registered)
+	{
+		RegisterXactCallback(job_xact_callback, NULL);
+		registered = true;
+	}
+	supervisor_at_commit = true;
 }
 
 void
 MaybeResumeJobs(void)
 {
 	static bool done_here = false;
-	static TimestampTz next_retry = 0;
 
-	if (am_job_worker || IsBackgroundWorker || IsParallelWorker() || !IsUnderPostmaster ||
+	if (done_here || am_job_worker || IsBackgroundWorker || IsParallelWorker() || !IsUnderPostmaster ||
 		!OidIsValid(MyDatabaseId))
 		return;
-	if (!done_here)
-	{
-		done_here = true;
-		if (ClaimResume(MyDatabaseId) && !register_resumer(MyDatabaseId))
-			unclaim_resume(MyDatabaseId);	/* no slot: the next use tries again */
-	}
-	/* jobs of this database waiting for a slot: at most every 2 s per backend */
-	if (GetCurrentTimestamp() >= next_retry)
-	{
-		next_retry = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
-		RetryWaitingJobs(MyDatabaseId);
-	}
-}
-
-/* The first database with jobs waiting for a slot, forgotten (InvalidOid: none). */
-Oid
-NextWaitingDatabase(void)
-{
-	ResumedDatabases *r = resumed_databases();
-	Oid			db = InvalidOid;
-
-	SpinLockAcquire(&r->mutex);
-	if (r->nwaiting > 0)
-	{
-		db = r->waiting[0];
-		r->waiting[0] = r->waiting[--r->nwaiting];
-	}
-	SpinLockRelease(&r->mutex);
-	return db;
-}
-
-/*
- * A resumer for db, waited for: one at a time, so that resumers never take
- * the slots their jobs' workers need.  No slot: db is marked to try again.
- */
-void
-RunResumer(Oid db)
-{
-	BackgroundWorkerHandle *handle;
-
-	if (!register_resumer_with(db, &handle))
-	{
-		MarkJobsWaiting(db);
-		return;
-	}
-	(void) WaitForBackgroundWorkerShutdown(handle);
+	done_here = true;
+	EnsureJobSupervisor(MyDatabaseId);
 }
 
 void
@@ -274,8 +249,176 @@ RegisterJobLauncher(void)
 	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	strlcpy(w.bgw_library_name, "transformer", BGW_MAXLEN);
 	strlcpy(w.bgw_function_name, "transformer_job_launcher", BGW_MAXLEN);
-	w.bgw_restart_time = 10;	/* and after a crash */
+	w.bgw_restart_time = 10;
 	strlcpy(w.bgw_name, "transformer job launcher", BGW_MAXLEN);
 	strlcpy(w.bgw_type, "transformer job launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&w);
+}
+
+/* ------------------------------------------------------------ the cap and the fair shares */
+
+static int
+find_job(JobShared *s, Oid db, int64 job)
+{
+	for (int i = 0; i < MAX_JOB_ENTRIES; i++)
+		if (s->jobs[i].db == db && s->jobs[i].job == job)
+			return i;
+	return -1;
+}
+
+void
+PostJobDemands(Oid db, const JobDemand *d, int n)
+{
+	JobShared  *s = job_shared();
+
+	SpinLockAcquire(&s->mutex);
+	for (int i = 0; i < MAX_JOB_ENTRIES; i++)
+		if (s->jobs[i].db == db)
+			s->jobs[i].db = InvalidOid;
+	for (int k = 0; k < n; k++)
+	{
+		int			i = -1;
+
+		if (d[k].wanted == 0 && d[k].running == 0)
+			continue;
+		for (int j = 0; i < 0 && j < MAX_JOB_ENTRIES; j++)
+			if (s->jobs[j].db == InvalidOid)
+				i = j;
+		if (i < 0)
+			break;				/* 1024 busy jobs: the rest go uncounted */
+		s->jobs[i].db = db;
+		s->jobs[i].job = d[k].job;
+		s->jobs[i].role = d[k].role;
+		s->jobs[i].wanted = d[k].wanted;
+		s->jobs[i].running = d[k].running;
+	}
+	SpinLockRelease(&s->mutex);
+}
+
+/*
+ * Max-min fair shares of the cap between roles (spinlock held): each role
+ * wants the sum of its jobs' max(wanted, running); the roles that want
+ * least get all they want, the others split the rest evenly.  Returns the
+ * share of role, its workers, and all workers.
+ */
+static int
+role_share(JobShared *s, Oid role, int *role_running, int *total_running, bool *others_wait)
+{
+	Oid			roles[MAX_JOB_ENTRIES];
+	int			want[MAX_JOB_ENTRIES];
+	int			run[MAX_JOB_ENTRIES];
+	int			nroles = 0;
+	int			left = max_job_workers;
+	int			share = 0;
+	bool		done[MAX_JOB_ENTRIES];
+
+	*total_running = 0;
+	*role_running = 0;
+	*others_wait = false;
+	for (int i = 0; i < MAX_JOB_ENTRIES; i++)
+	{
+		JobEntry   *e = &s->jobs[i];
+		int			r;
+
+		if (e->db == InvalidOid)
+			continue;
+		for (r = 0; r < nroles && roles[r] != e->role; r++)
+			;
+		if (r == nroles)
+		{
+			roles[r] = e->role;
+			want[r] = run[r] = 0;
+			done[r] = false;
+			nroles++;
+		}
+		want[r] += Max(e->wanted, e->running);
+		run[r] += e->running;
+		*total_running += e->running;
+		if (e->role != role && e->wanted > e->running)
+			*others_wait = true;
+	}
+	for (int r = 0; r < nroles; r++)
+		if (roles[r] == role)
+			*role_running = run[r];
+	/* water-filling: the smallest demands first */
+	for (int round = 0; round < nroles && left > 0; round++)
+	{
+		int			best = -1;
+		int			open = 0;
+
+		for (int r = 0; r < nroles; r++)
+			if (!done[r])
+			{
+				open++;
+				if (best < 0 || want[r] < want[best])
+					best = r;
+			}
+		if (best < 0)
+			break;
+		{
+			int			even = Max(left / open, 1);
+			int			give = Min(want[best], even);
+
+			done[best] = true;
+			left -= give;
+			if (roles[best] == role)
+				share = give;
+		}
+	}
+	return share;
+}
+
+int
+RoleHeadroom(Oid role)
+{
+	JobShared  *s = job_shared();
+	int			running,
+				total,
+				share;
+	bool		others;
+
+	SpinLockAcquire(&s->mutex);
+	share = role_share(s, role, &running, &total, &others);
+	SpinLockRelease(&s->mutex);
+	return Max(0, Min(share - running, max_job_workers - total));
+}
+
+bool
+RoleOverShare(Oid role)
+{
+	JobShared  *s = job_shared();
+	int			running,
+				total,
+				share;
+	bool		others;
+	bool		leave;
+
+	SpinLockAcquire(&s->mutex);
+	share = role_share(s, role, &running, &total, &others);
+	leave = (others && running > share) || total > max_job_workers;
+	if (leave)
+	{
+		/* count this worker out now, so that its siblings do not all leave */
+		for (int i = 0; i < MAX_JOB_ENTRIES; i++)
+			if (s->jobs[i].db == MyDatabaseId && s->jobs[i].job == my_job && s->jobs[i].running > 0)
+			{
+				s->jobs[i].running--;
+				break;
+			}
+	}
+	SpinLockRelease(&s->mutex);
+	return leave;
+}
+
+void
+CountJobWorker(Oid db, int64 job, int delta)
+{
+	JobShared  *s = job_shared();
+	int			i;
+
+	SpinLockAcquire(&s->mutex);
+	i = find_job(s, db, job);
+	if (i >= 0)
+		s->jobs[i].running = Max(0, s->jobs[i].running + delta);
+	SpinLockRelease(&s->mutex);
 }

@@ -1,17 +1,23 @@
 /*
  * job_store.c
  *		The job tables as both sides read them: job rows, the owner switch
- *		for internal SQL, the per-job locks, and transformer_job.waiting.
+ *		for internal SQL, the fixed settings of row keys, the per-job locks,
+ *		the declaring role's rights, and transformer_job.waiting.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
+#include "utils/syscache.h"
+#include "catalog/pg_class.h"
 
 #include "ext_tables.h"
 #include "jobs.h"
@@ -59,6 +65,33 @@ JobTable(const char *relname)
 	return ExtensionTableName(relname);
 }
 
+int
+JobKeySettingsBegin(bool with_search_path)
+{
+	static const char *const settings[][2] = {
+		{"DateStyle", "ISO, YMD"},
+		{"IntervalStyle", "postgres"},
+		{"TimeZone", "UTC"},
+		{"extra_float_digits", "1"},
+		{"bytea_output", "hex"},
+	};
+	int			level = NewGUCNestLevel();
+
+	for (int i = 0; i < lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	if (with_search_path)
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+void
+JobKeySettingsEnd(int level)
+{
+	AtEOXact_GUC(true, level);
+}
+
 bool
 ReadJob(int64 id, JobRow *job)
 {
@@ -74,7 +107,8 @@ ReadJob(int64 id, JobRow *job)
 	JobInternalBegin(&s);
 	ret = SPI_execute_with_args(psprintf("SELECT tbl::oid, source::text, target::text, key_columns::text[], model, "
 										 "owner::oid, state, workers, keep_in_sync, coalesce(beam, 0), batch_size, "
-										 "xmin::text::bigint FROM %s WHERE id = $1",
+										 "xmin::text::bigint, kind, format, keep, source_lang, target_lang, "
+										 "source_lang_column::text FROM %s WHERE id = $1",
 										 JobTable("transformer_job")),
 								1, types, values, NULL, false, 1);
 	JobInternalEnd(&s);
@@ -108,7 +142,118 @@ ReadJob(int64 id, JobRow *job)
 	job->beam = DatumGetInt32(SPI_getbinval(tup, desc, 10, &isnull));
 	job->batch_size = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
 	job->xmin = (TransactionId) DatumGetInt64(SPI_getbinval(tup, desc, 12, &isnull));
+	job->embed = strcmp(SPI_getvalue(tup, desc, 13), "embed") == 0;
+	job->format = SPI_getvalue(tup, desc, 14);
+	d = SPI_getbinval(tup, desc, 15, &isnull);
+	job->keep = isnull ? (Datum) 0 : PointerGetDatum(DatumGetArrayTypePCopy(d));
+	job->source_lang = SPI_getvalue(tup, desc, 16);
+	job->target_lang = SPI_getvalue(tup, desc, 17);
+	job->lang_column = SPI_getvalue(tup, desc, 18);
 	return true;
+}
+
+Oid
+JobTableOwner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* What the role lacks on a column (NULL: nothing); *code its SQLSTATE. */
+static char *
+column_problem(Oid relid, Oid role, const char *col, AclMode mode, int *code)
+{
+	AttrNumber	att = get_attnum(relid, col);
+
+	if (att == InvalidAttrNumber)
+	{
+		*code = ERRCODE_UNDEFINED_COLUMN;
+		return psprintf("column \"%s\" of relation \"%s\" does not exist", col, get_rel_name(relid));
+	}
+	if (pg_attribute_aclcheck(relid, att, role, mode) != ACLCHECK_OK &&
+		pg_class_aclcheck(relid, role, mode) != ACLCHECK_OK)
+	{
+		*code = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		return psprintf("permission denied for table %s: role \"%s\" needs %s on column \"%s\"",
+						get_rel_name(relid), GetUserNameFromId(role, false),
+						mode == ACL_SELECT ? "SELECT" : "UPDATE", col);
+	}
+	return NULL;
+}
+
+char *
+JobPrivilegeProblem(Oid relid, Oid role, const char *source, const char *target,
+					const char *lang_column, int nkeys, char **keys, int *code)
+{
+	char	   *p = NULL;
+
+	if (get_rel_name(relid) == NULL)
+	{
+		*code = ERRCODE_UNDEFINED_TABLE;
+		return pstrdup("the job's table was dropped");
+	}
+	for (int i = 0; i < nkeys && p == NULL; i++)
+		p = column_problem(relid, role, keys[i], ACL_SELECT, code);
+	if (p == NULL)
+		p = column_problem(relid, role, source, ACL_SELECT, code);
+	if (p == NULL && lang_column)
+		p = column_problem(relid, role, lang_column, ACL_SELECT, code);
+	if (p == NULL)
+		p = column_problem(relid, role, target, ACL_SELECT, code);
+	if (p == NULL)
+		p = column_problem(relid, role, target, ACL_UPDATE, code);
+	if (p)
+		return p;
+
+	/*
+	 * Row-level security that applies to the role: its policies are code
+	 * the table's owner attached, and the role's rows are those its
+	 * policies give when they run as the role.  A worker never runs the
+	 * table's code with the declaring role's rights, so it cannot apply them.
+	 */
+	if (!has_privs_of_role(role, JobTableOwner(relid)) &&
+		check_enable_rls(relid, role, true) == RLS_ENABLED)
+	{
+		*code = ERRCODE_FEATURE_NOT_SUPPORTED;
+		return psprintf("row-level security of table \"%s\" applies to role \"%s\"", get_rel_name(relid),
+						GetUserNameFromId(role, false));
+	}
+	return NULL;
+}
+
+void
+CheckJobPrivileges(Oid relid, Oid role, const char *source, const char *target,
+				   const char *lang_column, int nkeys, char **keys)
+{
+	int			code = 0;
+	char	   *p = JobPrivilegeProblem(relid, role, source, target, lang_column, nkeys, keys, &code);
+
+	if (p == NULL)
+		return;
+	if (code == ERRCODE_FEATURE_NOT_SUPPORTED)
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("%s", p),
+				 errdetail("A job's workers run the table's code as its owner, never with the declaring role's rights, "
+						   "so they cannot apply policies written for that role."),
+				 errhint("Have the table's owner, or a role with BYPASSRLS, declare the job.")));
+	if (code == ERRCODE_INSUFFICIENT_PRIVILEGE)
+	{
+		char	   *colon = strchr(p, ':');
+
+		*colon = '\0';
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("%s", p),
+				 errdetail("Role%s.", colon + 7)));
+	}
+	ereport(ERROR, (errcode(code), errmsg("%s", p)));
 }
 
 void
@@ -118,18 +263,28 @@ JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k)
 						 ((uint32) (job >> 32) << 8) | (uint32) k, JOB_LOCK_CLASS);
 }
 
+bool
+JobWorkerRunning(Oid dboid, int64 job, int k)
+{
+	LOCKTAG		tag;
+
+	JobLockTag(&tag, dboid, job, k);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, ExclusiveLock, false);
+	return false;
+}
+
 void
-SetJobWaiting(int64 job, int missing, int workers)
+SetJobWaiting(int64 job, const char *why)
 {
 	Oid			types[2] = {INT8OID, TEXTOID};
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
 
 	values[0] = Int64GetDatum(job);
-	if (missing > 0)
-		values[1] = CStringGetTextDatum(psprintf("%d of %d workers wait for a free background worker slot "
-												 "(max_worker_processes is %d)",
-												 missing, workers, max_worker_processes));
+	if (why)
+		values[1] = CStringGetTextDatum(why);
 	else
 		nulls[1] = 'n';
 	JobExec(psprintf("UPDATE %s SET waiting = $2 WHERE id = $1 AND waiting IS DISTINCT FROM $2",

@@ -1,14 +1,22 @@
 /*
  * jobs.h
- *		Background translation jobs: what the SQL functions (sql_jobs.c) and
- *		the background workers (src/worker/job_worker.c) share: job rows and
- *		locks (job_store.c), starting the processes (job_launch.c).
+ *		Background jobs (translate_column(), embed_column()): what the SQL
+ *		functions (sql_jobs.c, job_sync.c) and the background processes
+ *		(src/worker/) share: job rows, locks and the fixed key settings
+ *		(job_store.c); the supervisors, the worker cap and the fair shares
+ *		(job_launch.c).
+ *
+ *		The processes, as pg_prewarm's autoprewarm and pgai's vectorizer do
+ *		it: one supervisor per database with unfinished jobs, which starts
+ *		workers while rows are queued; a worker does one job's batches and
+ *		leaves when its queue is empty.  An idle syncing job holds no process.
  */
 #ifndef JOBS_H
 #define JOBS_H
 
 #include "postgres.h"
 
+#include "postmaster/bgworker.h"
 #include "storage/lock.h"
 
 /* One row of transformer_job, as the workers and the SQL functions read it. */
@@ -21,13 +29,19 @@ typedef struct JobRow
 	int			nkeys;
 	char	  **keys;			/* key column names */
 	char	   *model;
-	Oid			owner;
+	Oid			owner;			/* the role that declared the job */
 	char		state[16];
 	int			workers;
 	bool		keep_in_sync;
 	int			beam;			/* 0: the model's */
 	int			batch_size;
 	TransactionId xmin;			/* of the row: declared in this transaction? */
+	bool		embed;			/* kind 'embed' (else 'translate') */
+	char	   *format;			/* NULL: text */
+	Datum		keep;			/* text[]; 0: NULL (every kind) */
+	char	   *source_lang;	/* NULL: none */
+	char	   *target_lang;
+	char	   *lang_column;	/* NULL: none */
 } JobRow;
 
 /* What a worker needs before it can read anything (bgw_extra). */
@@ -42,7 +56,7 @@ typedef struct JobWorkerArgs
 /*
  * Internal SQL on the job tables runs as the extension's owner with
  * search_path "pg_catalog, pg_temp" (as a SECURITY DEFINER function with a
- * SET clause would); statements on the user's table run as the user.
+ * SET clause would).
  */
 typedef struct JobAsOwner
 {
@@ -53,6 +67,16 @@ typedef struct JobAsOwner
 
 extern void JobInternalBegin(JobAsOwner *s);
 extern void JobInternalEnd(JobAsOwner *s);
+
+/*
+ * The settings under which row keys are written as text and read back:
+ * DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1
+ * (exact), bytea_output hex, search_path pg_catalog.  A key never passes
+ * through text formatted by a session's own settings.  Returns the GUC
+ * nest level for JobKeySettingsEnd().
+ */
+extern int	JobKeySettingsBegin(bool with_search_path);
+extern void JobKeySettingsEnd(int level);
 
 /* Run internal SQL on the job tables as above; ERROR unless SPI returns expect (SPI connected). */
 extern void JobExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect);
@@ -69,48 +93,80 @@ extern bool ReadJob(int64 id, JobRow *job);
  * pg_advisory_lock()'s, so no user lock can collide.
  */
 extern void JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k);
+/* Does some other process hold worker k's lock (a worker running)? */
+extern bool JobWorkerRunning(Oid dboid, int64 job, int k);
 
-/*
- * Register the workers of a job that are not running; returns how many
- * could not get a slot (the caller says so in transformer_job.waiting).
- */
-extern int	LaunchJobWorkers(int64 job, Oid owner, int workers);
+/* The owner of a table; InvalidOid if it is gone. */
+extern Oid	JobTableOwner(Oid relid);
 
 /* Set transformer_job.waiting (NULL clears it); SPI connected. */
-extern void SetJobWaiting(int64 job, int missing, int workers);
+extern void SetJobWaiting(int64 job, const char *why);
 
 /*
- * After a server start: the first use of the extension in a database
- * starts the unfinished jobs of that database again (a short-lived
- * background worker reads them).  Cheap after the first call.
+ * The declaring role's rights on the job's table, checked as
+ * translate_column() checks them: ERROR (42501) naming what is missing.
+ * Also refuses a table whose row-level security applies to the role (its
+ * policies would have to run with the role's rights).
  */
+extern void CheckJobPrivileges(Oid relid, Oid role, const char *source, const char *target,
+							   const char *lang_column, int nkeys, char **keys);
+/* The same as a message (NULL: none), for the supervisor; *code its SQLSTATE */
+extern char *JobPrivilegeProblem(Oid relid, Oid role, const char *source, const char *target,
+								 const char *lang_column, int nkeys, char **keys, int *code);
+
+/* ---------------------------------------------------------------- processes (job_launch.c) */
+
+/*
+ * A supervisor for db, if none runs: now (a job committed earlier: the
+ * first use after a start), or when the current transaction commits
+ * (a job declared, resumed, rows queued in it).  Cheap when one runs.
+ */
+extern void EnsureJobSupervisor(Oid db);
+extern void EnsureJobSupervisorAtCommit(void);
+
+/* The first use of the extension in a database after a server start: its supervisor. */
 extern void MaybeResumeJobs(void);
 
-/*
- * Note that db has jobs whose workers found no free slot: the idle worker
- * of any syncing job there, the next MaybeResumeJobs() there, and the
- * launcher (shared_preload_libraries) retry them.
- */
-extern void MarkJobsWaiting(Oid db);
-
-/* The launcher for shared_preload_libraries (its process: src/worker/job_worker.c) */
+/* The launcher for shared_preload_libraries (its process: src/worker/job_supervisor.c) */
 extern void RegisterJobLauncher(void);
 
-/* For the resumer and the launcher (job_launch.c): db's jobs resumed since the start; false if they were already */
-extern bool ClaimResume(Oid db);
-/* A resumer for db if its jobs wait for a slot (none free: it stays marked) */
-extern void RetryWaitingJobs(Oid db);
-/* The next database whose jobs wait for a slot, forgotten; InvalidOid if none */
-extern Oid	NextWaitingDatabase(void);
-/* A resumer for db, and wait until it has exited */
-extern void RunResumer(Oid db);
+/* Register a supervisor for db (with a handle if handle is not NULL); false if no slot. */
+extern bool RegisterJobSupervisor(Oid db, BackgroundWorkerHandle **handle);
 
-/* True in our own job workers (they never resume jobs); the job and slot of this one */
+/* The supervisor of db: claim its shared entry (false: another runs), and leave it. */
+extern bool ClaimSupervisor(Oid db);
+extern void ReleaseSupervisor(Oid db);
+
+/*
+ * The cluster's job workers, for the cap (transformer.max_job_workers) and
+ * the fair shares between roles.  A supervisor posts what each of its jobs
+ * wants; the shares are max-min fair between roles over all databases.
+ */
+typedef struct JobDemand
+{
+	int64		job;
+	Oid			role;
+	int			wanted;			/* workers it could use now */
+	int			running;		/* workers it has */
+} JobDemand;
+
+/* Replace db's demands with these (n of them). */
+extern void PostJobDemands(Oid db, const JobDemand *d, int n);
+/* How many more workers role may start now (0: at its share, or the cap reached). */
+extern int	RoleHeadroom(Oid role);
+/* Whether a worker of role should leave (the role is over its share while another waits). */
+extern bool RoleOverShare(Oid role);
+/* A worker of (db, job) started or left: the counts the shares use. */
+extern void CountJobWorker(Oid db, int64 job, int delta);
+
+/* True in our own job processes (they never start supervisors themselves) */
 extern bool am_job_worker;
 extern int64 my_job;
 extern int	my_worker;
 
-/* transformer.job_naptime: how often an idle keep_in_sync worker looks at its queue (ms) */
+/* transformer.job_naptime: how often a supervisor looks at its queues (ms) */
 extern int	job_naptime_ms;
+/* transformer.max_job_workers: all job workers of the cluster at once */
+extern int	max_job_workers;
 
 #endif							/* JOBS_H */

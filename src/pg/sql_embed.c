@@ -18,6 +18,7 @@
 #include "utils/tuplestore.h"
 
 #include "decode_workspace.h"
+#include "embed.h"
 #include "input_limit.h"
 #include "model_store.h"
 #include "pg_arrays.h"
@@ -124,49 +125,27 @@ sentence_embedding(PG_FUNCTION_ARGS)
 }
 
 /*
- * embed(text[], model): a row per element, in order (NULL for NULL), the
- * texts run through the encoder together in batches of up to
- * EMBED_BATCH_TOKENS tokens, so the weights are read once per batch.
- * Each vector equals embed(text, model)'s up to float rounding.
+ * Vectors of n texts (NULL for NULL), as embed(text, model) gives each:
+ * the texts run through the encoder together in packs of up to
+ * EMBED_BATCH_TOKENS tokens, so the weights are read once per pack.
+ * Used by embed(text[]) and by embedding jobs (src/worker/job_worker.c).
  */
-PG_FUNCTION_INFO_V1(sentence_embeddings);
-Datum
-sentence_embeddings(PG_FUNCTION_ARGS)
+void
+EmbedTexts(CachedModel *cm, const char *model, int count, text **in, ArrayType **out)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ArrayType  *arr;
-	char	   *model;
-	CachedModel *cm;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			count;
-	int		  **ids;
-	int		   *n;
-	int			d;
+	int		  **ids = palloc0(sizeof(int *) * (count + 1));
+	int		   *n = palloc0(sizeof(int) * (count + 1));
+	int			d = cm->model.cfg.d_model;
 	int			first = 0;
 	MemoryContext batch_cxt;
 
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		return (Datum) 0;
-	arr = PG_GETARG_ARRAYTYPE_P(0);
-	model = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("inputs must be a 1-D array")));
-	cm = GetModel(model);
-	d = cm->model.cfg.d_model;
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
-	ids = palloc0(sizeof(int *) * (count + 1));
-	n = palloc0(sizeof(int) * (count + 1));
 	for (int i = 0; i < count; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!nulls[i])
-			ids[i] = EmbedIds(cm, model, (CheckInputSize(elems[i]), DatumGetTextPP(elems[i])), &n[i]);
+		out[i] = NULL;
+		if (in[i])
+			ids[i] = EmbedIds(cm, model, (CheckInputSize(PointerGetDatum(in[i])), in[i]), &n[i]);
 	}
-
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "embed batch", ALLOCSET_DEFAULT_SIZES);
 	while (first < count)
 	{
@@ -175,13 +154,13 @@ sentence_embeddings(PG_FUNCTION_ARGS)
 		int			nb = 0;
 		int		  **bids;
 		int		   *bn;
-		float	   *out;
+		float	   *vec;
 		MemoryContext old;
 
-		/* the batch: up to EMBED_BATCH_TOKENS tokens, at least one text */
+		/* the pack: up to EMBED_BATCH_TOKENS tokens, at least one text */
 		while (last < count && (nb == 0 || tokens + n[last] <= EMBED_BATCH_TOKENS))
 		{
-			if (!nulls[last])
+			if (in[last])
 			{
 				tokens += n[last];
 				nb++;
@@ -193,36 +172,66 @@ sentence_embeddings(PG_FUNCTION_ARGS)
 		bn = palloc(sizeof(int) * (nb + 1));
 		nb = 0;
 		for (int i = first; i < last; i++)
-			if (!nulls[i])
+			if (in[i])
 			{
 				bids[nb] = ids[i];
 				bn[nb] = n[i];
 				nb++;
 			}
-		out = palloc(sizeof(float) * ((Size) nb * d + 1));
+		vec = palloc(sizeof(float) * ((Size) nb * d + 1));
 		if (nb > 0)
-			EmbedBatch(cm, nb, bids, bn, out);
+			EmbedBatch(cm, nb, bids, bn, vec);
 		MemoryContextSwitchTo(old);
 		nb = 0;
 		for (int i = first; i < last; i++)
-		{
-			Datum		v = (Datum) 0;
-			bool		isnull = nulls[i];
-
-			if (!isnull)
+			if (in[i])
 			{
-				ArrayType  *r = NewFloat4Array(-1, d);
-
-				memcpy(ARR_DATA_PTR(r), out + (size_t) nb * d, sizeof(float) * d);
-				v = PointerGetDatum(r);
+				out[i] = NewFloat4Array(-1, d);
+				memcpy(ARR_DATA_PTR(out[i]), vec + (size_t) nb * d, sizeof(float) * d);
 				nb++;
 			}
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &v, &isnull);
-		}
 		MemoryContextReset(batch_cxt);
 		first = last;
 	}
 	MemoryContextDelete(batch_cxt);
+}
+
+/* embed(text[], model): a row per element, in order (NULL for NULL); EmbedTexts() */
+PG_FUNCTION_INFO_V1(sentence_embeddings);
+Datum
+sentence_embeddings(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *arr;
+	char	   *model;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			count;
+	text	  **in;
+	ArrayType **out;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		return (Datum) 0;
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	model = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("inputs must be a 1-D array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	in = palloc0(sizeof(text *) * (count + 1));
+	out = palloc0(sizeof(ArrayType *) * (count + 1));
+	for (int i = 0; i < count; i++)
+		in[i] = nulls[i] ? NULL : DatumGetTextPP(elems[i]);
+	EmbedTexts(GetModel(model), model, count, in, out);
+	for (int i = 0; i < count; i++)
+	{
+		Datum		v = PointerGetDatum(out[i]);
+		bool		isnull = out[i] == NULL;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &v, &isnull);
+	}
 	return (Datum) 0;
 }
 

@@ -1,8 +1,9 @@
 /*
  * sql_jobs.c
- *		The SQL surface of background translation jobs: translate_column(),
- *		wait_for_job(), pause/resume/cancel_job(), retry_job_errors(), and
- *		the sync trigger.  The workers are in src/worker/job_worker.c.
+ *		The SQL surface of background jobs: translate_column(),
+ *		embed_column(), wait_for_job(), pause/resume/cancel_job() and
+ *		retry_job_errors().  The sync triggers are in job_sync.c, the
+ *		supervisor and the workers in src/worker/.
  */
 #include "postgres.h"
 
@@ -34,10 +35,13 @@
 
 #include "ext_tables.h"
 #include "jobs.h"
+#include "model_store.h"
+#include "translate.h"
 
 extern char *transformer_default_model;
 
 #define DEFAULT_BATCH_SIZE 8
+#define DEFAULT_EMBED_BATCH_SIZE 64
 #define MAX_JOB_WORKERS 64
 /* keys moved from the table to the queue per statement at declaration */
 #define BACKFILL_CHUNK 10000
@@ -119,17 +123,6 @@ row_key(Relation rel)
 	return best;
 }
 
-static void
-check_column_privilege(Oid relid, AttrNumber att, AclMode mode, const char *col)
-{
-	if (pg_attribute_aclcheck(relid, att, GetUserId(), mode) != ACLCHECK_OK &&
-		pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", get_rel_name(relid)),
-				 errdetail("Translating needs %s on column \"%s\".", mode == ACL_SELECT ? "SELECT" : "UPDATE", col)));
-}
-
 /* SQL text of a job's key as a JSON array of the key columns' text, from alias t. */
 static char *
 key_json_sql(List *keys)
@@ -174,10 +167,13 @@ lock_job_row(int64 id)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/* The sync triggers of a job: for inserts, for updates, and 0.8.0's row trigger */
+static const char *const trigger_kinds[] = {"insert", "update", "sync"};
+
 static char *
-trigger_name(int64 id)
+trigger_name(int64 id, const char *kind)
 {
-	return psprintf("transformer_job_" INT64_FORMAT "_sync", id);
+	return psprintf("transformer_job_" INT64_FORMAT "_%s", id, kind);
 }
 
 static void
@@ -189,33 +185,102 @@ drop_sync_trigger(const JobRow *job)
 	if (relname == NULL)
 		return;					/* the table is gone, and its triggers with it */
 	JobInternalBegin(&s);
-	if (SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(trigger_name(job->id)),
-							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)), relname)),
-					false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not drop the sync trigger of job " INT64_FORMAT, job->id);
+	for (int i = 0; i < lengthof(trigger_kinds); i++)
+		if (SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(trigger_name(job->id, trigger_kinds[i])),
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)), relname)),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop the sync trigger of job " INT64_FORMAT, job->id);
 	JobInternalEnd(&s);
 }
 
-static void
-launch(const JobRow *job)
+/* ------------------------------------------------------------ translate_column, embed_column */
+
+/* What translate_column() and embed_column() were given */
+typedef struct JobSpec
 {
-	SetJobWaiting(job->id, LaunchJobWorkers(job->id, job->owner, job->workers), job->workers);
+	bool		embed;
+	Oid			relid;
+	char	   *source;
+	char	   *target;
+	char	   *model;
+	int			workers;
+	bool		keep_in_sync;
+	int			beam;			/* 0: the model's */
+	int			batch_size;
+	char	   *format;			/* NULL: none given */
+	Datum		keep;			/* text[]; 0: NULL */
+	char	   *source_lang;
+	char	   *target_lang;
+	char	   *lang_column;
+} JobSpec;
+
+/* An embedding target: real[], or pgvector's vector */
+static void
+check_embed_target(Oid relid, const char *name, AttrNumber *att)
+{
+	Oid			type;
+	char	   *typname;
+
+	*att = get_attnum(relid, name);
+	if (*att == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, get_rel_name(relid))));
+	if (*att < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target column must not be a system column")));
+	type = getBaseType(get_atttype(relid, *att));
+	typname = get_typ_typrelid(type) == InvalidOid ? format_type_be(type) : "";
+	if (type != FLOAT4ARRAYOID && strcmp(typname, "vector") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("target column \"%s\" must be of type real[] or vector", name),
+				 errdetail("It is of type %s.", format_type_be(get_atttype(relid, *att)))));
 }
 
-/* ------------------------------------------------------------ translate_column */
-
-PG_FUNCTION_INFO_V1(translate_column);
-Datum
-translate_column(PG_FUNCTION_ARGS)
+/*
+ * The job's options as one call of translate() with them: a bad format,
+ * keep kind or language is refused now, with translate()'s own error.
+ */
+static void
+check_translate_options(const JobSpec *js)
 {
-	Oid			relid;
-	char	   *source,
-			   *target,
-			   *model;
-	int			workers = PG_ARGISNULL(4) ? 1 : PG_GETARG_INT32(4);
-	bool		keep_in_sync = PG_ARGISNULL(5) ? true : PG_GETARG_BOOL(5);
-	int			beam = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT32(6);
-	int			batch_size = PG_ARGISNULL(7) ? DEFAULT_BATCH_SIZE : PG_GETARG_INT32(7);
+	JobRow		job;
+	CallOptions o;
+	text	   *in = cstring_to_text("Ja.");
+	text	   *out;
+
+	memset(&job, 0, sizeof(job));
+	memset(&o, 0, sizeof(o));
+	if (js->format)
+	{
+		o.given[OPT_FORMAT] = true;
+		o.value[OPT_FORMAT] = CStringGetTextDatum(js->format);
+	}
+	if (js->keep)
+	{
+		o.given[OPT_KEEP] = true;
+		o.value[OPT_KEEP] = js->keep;
+	}
+	if (js->source_lang)
+	{
+		o.given[OPT_SOURCE_LANG] = true;
+		o.value[OPT_SOURCE_LANG] = CStringGetTextDatum(js->source_lang);
+	}
+	if (js->target_lang)
+	{
+		o.given[OPT_TARGET_LANG] = true;
+		o.value[OPT_TARGET_LANG] = CStringGetTextDatum(js->target_lang);
+	}
+	o.given[OPT_MAX_NEW_TOKENS] = true;
+	o.value[OPT_MAX_NEW_TOKENS] = Int32GetDatum(1);
+	TranslateDocuments(GetTranslationModel(js->model), js->model, 1, &in, &o, &out);
+}
+
+static int64
+declare_job(JobSpec *js)
+{
 	Relation	rel;
 	List	   *keys;
 	AttrNumber	src_att,
@@ -226,26 +291,18 @@ translate_column(PG_FUNCTION_ARGS)
 	int64		id;
 	JobAsOwner s;
 	ListCell   *lc;
-	Datum	   *keyd;
+	char	  **keyv;
+	int			nkeys;
 	int			i;
+	Oid			relid = js->relid;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("table, source and target must not be null")));
-	relid = PG_GETARG_OID(0);
-	source = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	target = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	model = PG_ARGISNULL(3) ? transformer_default_model : text_to_cstring(PG_GETARG_TEXT_PP(3));
-	if (model == NULL || model[0] == '\0')
+	if (js->model == NULL || js->model[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("no model to translate with"),
+				 errmsg("no model to %s with", js->embed ? "embed" : "translate"),
 				 errhint("Set transformer.default_model, or pass model.")));
-	check_int_arg("workers", workers, 1, Min(MAX_JOB_WORKERS, max_worker_processes));
-	if (!PG_ARGISNULL(6))
-		check_int_arg("beam", beam, 1, 64);
-	check_int_arg("batch_size", batch_size, 1, 1024);
+	check_int_arg("workers", js->workers, 1, Min(MAX_JOB_WORKERS, max_worker_processes));
+	check_int_arg("batch_size", js->batch_size, 1, 1024);
 	/* workers connect as the declaring role (as worker_spi does): it must be able to log in */
 	{
 		HeapTuple	role = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
@@ -266,7 +323,7 @@ translate_column(PG_FUNCTION_ARGS)
 	if (IsInParallelMode())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("cannot declare a translation job in a parallel operation")));
+				 errmsg("cannot declare a background job in a parallel operation")));
 
 	/* the table: as the user's own UPDATE would see it */
 	rel = table_open(relid, AccessShareLock);
@@ -274,14 +331,17 @@ translate_column(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
-				 errdetail("Translation jobs write ordinary and partitioned tables.")));
+				 errdetail("Background jobs write ordinary and partitioned tables.")));
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot translate a temporary table in the background"),
+				 errmsg("cannot %s a temporary table in the background", js->embed ? "embed" : "translate"),
 				 errdetail("Background workers cannot see another session's temporary tables.")));
-	src_att = job_column(relid, "source", source, &src_type);
-	tgt_att = job_column(relid, "target", target, &tgt_type);
+	src_att = job_column(relid, "source", js->source, &src_type);
+	if (js->embed)
+		check_embed_target(relid, js->target, &tgt_att);
+	else
+		tgt_att = job_column(relid, "target", js->target, &tgt_type);
 	if (src_att == tgt_att)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -289,32 +349,43 @@ translate_column(PG_FUNCTION_ARGS)
 	if (TupleDescAttr(RelationGetDescr(rel), tgt_att - 1)->attgenerated)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("target column \"%s\" is a generated column", target)));
+				 errmsg("target column \"%s\" is a generated column", js->target)));
+	if (js->lang_column)
+	{
+		Oid			lang_type;
+		AttrNumber	lang_att = job_column(relid, "source_lang_column", js->lang_column, &lang_type);
+
+		if (lang_att == tgt_att || lang_att == src_att)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("source_lang_column must be a column apart from source and target")));
+	}
 	keys = row_key(rel);
 	if (keys == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" has no primary key or unique key on NOT NULL columns",
 						RelationGetRelationName(rel)),
-				 errdetail("A job identifies each row it translates by such a key."),
+				 errdetail("A job identifies each row it writes by such a key."),
 				 errhint("Add a primary key, e.g. ALTER TABLE %s ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY.",
 						 RelationGetRelationName(rel))));
+	nkeys = list_length(keys);
+	keyv = palloc(sizeof(char *) * (nkeys + 1));
+	i = 0;
 	foreach(lc, keys)
 	{
-		if (strcmp(lfirst(lc), target) == 0)
+		if (strcmp(lfirst(lc), js->target) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("target column \"%s\" is part of the table's key", target)));
-		check_column_privilege(relid, get_attnum(relid, lfirst(lc)), ACL_SELECT, lfirst(lc));
+					 errmsg("target column \"%s\" is part of the table's key", js->target)));
+		keyv[i++] = lfirst(lc);
 	}
-	check_column_privilege(relid, src_att, ACL_SELECT, source);
-	check_column_privilege(relid, tgt_att, ACL_SELECT, target);
-	check_column_privilege(relid, tgt_att, ACL_UPDATE, target);
-	if (keep_in_sync && pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
+	CheckJobPrivileges(relid, GetUserId(), js->source, js->target, js->lang_column, nkeys, keyv);
+	if (js->keep_in_sync && pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
-				 errdetail("keep_in_sync adds a trigger to the table, which needs the TRIGGER privilege."),
+				 errdetail("keep_in_sync adds triggers to the table, which needs the TRIGGER privilege."),
 				 errhint("Ask its owner for TRIGGER, or pass keep_in_sync => false.")));
 	qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 										  RelationGetRelationName(rel));
@@ -327,7 +398,7 @@ translate_column(PG_FUNCTION_ARGS)
 	{
 		int			level = ExtSpiConnect();
 		Oid			t[1] = {TEXTOID};
-		Datum		v[1] = {CStringGetTextDatum(model)};
+		Datum		v[1] = {CStringGetTextDatum(js->model)};
 
 		if (SPI_execute_with_args(psprintf("SELECT 1 FROM %s WHERE name = $1", ExtensionTableName("transformer_models")),
 								  1, t, v, NULL, true, 1) != SPI_OK_SELECT)
@@ -335,17 +406,21 @@ translate_column(PG_FUNCTION_ARGS)
 		if (SPI_processed == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("model \"%s\" does not exist", model),
+					 errmsg("model \"%s\" does not exist", js->model),
 					 errhint("Import it with import_model().")));
 		ExtSpiFinish(level);
 	}
+	if (!js->embed)
+		check_translate_options(js);
+	else
+		(void) GetModel(js->model);
 
 	/*
-	 * Citus: the trigger would run on the shards, on the workers, whose
+	 * Citus: the triggers would run on the shards, on the workers, whose
 	 * queue is not ours; a distributed table is backfilled from the
 	 * coordinator only (README: Scaling out on Citus).
 	 */
-	if (keep_in_sync)
+	if (js->keep_in_sync)
 	{
 		int			level = ExtSpiConnect();
 		Oid			t[1] = {OIDOID};
@@ -362,7 +437,7 @@ translate_column(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("keep_in_sync is not supported on a Citus distributed table"),
-						 errdetail("Its trigger would run on the shards, on the worker nodes."),
+						 errdetail("Its triggers would run on the shards, on the worker nodes."),
 						 errhint("Pass keep_in_sync => false, and declare the job again after loading rows.")));
 		}
 		ExtSpiFinish(level);
@@ -371,7 +446,7 @@ translate_column(PG_FUNCTION_ARGS)
 	/* one job per target column */
 	{
 		Oid			t[2] = {OIDOID, TEXTOID};
-		Datum		v[2] = {ObjectIdGetDatum(relid), CStringGetTextDatum(target)};
+		Datum		v[2] = {ObjectIdGetDatum(relid), CStringGetTextDatum(js->target)};
 		JobAsOwner o;
 		int			ret;
 
@@ -388,47 +463,54 @@ translate_column(PG_FUNCTION_ARGS)
 
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
-					 errmsg("column \"%s\" of table \"%s\" already has translation job " INT64_FORMAT,
-							target, get_rel_name(relid),
+					 errmsg("column \"%s\" of table \"%s\" already has job " INT64_FORMAT,
+							js->target, get_rel_name(relid),
 							DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))),
 					 errhint("Cancel that job first with cancel_job().")));
 		}
 	}
 
 	/* the job row */
-	keyd = palloc(sizeof(Datum) * list_length(keys));
-	i = 0;
-	foreach(lc, keys)
-		keyd[i++] = CStringGetDatum(lfirst(lc));
 	{
-		Oid			t[8] = {OIDOID, TEXTOID, TEXTOID, NAMEARRAYOID, TEXTOID, OIDOID, INT4OID, BOOLOID};
-		Datum		v[8];
-		Oid			t2[2] = {INT4OID, INT4OID};
+		Oid			t[15] = {OIDOID, TEXTOID, TEXTOID, NAMEARRAYOID, TEXTOID, OIDOID, INT4OID, BOOLOID,
+		INT4OID, INT4OID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, TEXTOID};
+		Datum		v[16];
+		char		nulls[16];
+		Datum	   *names = palloc(sizeof(Datum) * nkeys);
+		Oid			t2[1] = {TEXTOID};
 		int			ret;
 		bool		isnull;
 
+		memset(nulls, ' ', sizeof(nulls));
+		for (int k = 0; k < nkeys; k++)
+			names[k] = DirectFunctionCall1(namein, CStringGetDatum(keyv[k]));
 		v[0] = ObjectIdGetDatum(relid);
-		v[1] = CStringGetTextDatum(source);
-		v[2] = CStringGetTextDatum(target);
-		{
-			Datum	   *names = palloc(sizeof(Datum) * list_length(keys));
-
-			for (int k = 0; k < list_length(keys); k++)
-				names[k] = DirectFunctionCall1(namein, keyd[k]);
-			v[3] = PointerGetDatum(construct_array(names, list_length(keys), NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
-		}
-		v[4] = CStringGetTextDatum(model);
+		v[1] = CStringGetTextDatum(js->source);
+		v[2] = CStringGetTextDatum(js->target);
+		v[3] = PointerGetDatum(construct_array(names, nkeys, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+		v[4] = CStringGetTextDatum(js->model);
 		v[5] = ObjectIdGetDatum(GetUserId());
-		v[6] = Int32GetDatum(workers);
-		v[7] = BoolGetDatum(keep_in_sync);
+		v[6] = Int32GetDatum(js->workers);
+		v[7] = BoolGetDatum(js->keep_in_sync);
+		v[8] = Int32GetDatum(js->beam);
+		nulls[8] = js->beam > 0 ? ' ' : 'n';
+		v[9] = Int32GetDatum(js->batch_size);
+		v[10] = CStringGetTextDatum(js->embed ? "embed" : "translate");
+#define TEXT_OR_NULL(i, s) (v[i] = (s) ? CStringGetTextDatum(s) : (Datum) 0, nulls[i] = (s) ? ' ' : 'n')
+		TEXT_OR_NULL(11, js->format);
+		v[12] = js->keep;
+		nulls[12] = js->keep ? ' ' : 'n';
+		TEXT_OR_NULL(13, js->source_lang);
+		TEXT_OR_NULL(14, js->target_lang);
 		(void) t2;
 		JobInternalBegin(&s);
 		ret = SPI_execute_with_args(psprintf("INSERT INTO %s (tbl, source, target, key_columns, model, owner, workers, "
-											 "keep_in_sync, beam, batch_size) VALUES ($1::regclass, $2::name, $3::name, $4, $5, "
-											 "$6::regrole, $7, $8, %s, %d) RETURNING id",
+											 "keep_in_sync, beam, batch_size, kind, format, keep, source_lang, target_lang, "
+											 "source_lang_column) VALUES ($1::regclass, $2::name, $3::name, $4, $5, "
+											 "$6::regrole, $7, $8, $9, $10, $11, $12, $13, $14, $15, %s) RETURNING id",
 											 JobTable("transformer_job"),
-											 beam > 0 ? psprintf("%d", beam) : "NULL", batch_size),
-									8, t, v, NULL, false, 0);
+											 js->lang_column ? quote_literal_cstr(js->lang_column) : "NULL"),
+									15, t, v, nulls, false, 0);
 		JobInternalEnd(&s);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not declare the job");
@@ -437,86 +519,158 @@ translate_column(PG_FUNCTION_ARGS)
 	lock_job_row(id);
 
 	/*
-	 * The sync trigger first, created by the extension's owner (the user
-	 * has TRIGGER): its lock waits for the table's writers in progress and
-	 * holds new ones until we commit, so the backlog read next (a fresh
-	 * snapshot) and the trigger miss no row between them.
+	 * The sync triggers first, created by the extension's owner (the user
+	 * has TRIGGER): their lock waits for the table's writers in progress
+	 * and holds new ones until we commit, so the backlog read next (a
+	 * fresh snapshot) and the triggers miss no row between them.
 	 */
-	if (keep_in_sync)
+	if (js->keep_in_sync)
 	{
-		StringInfoData b;
+		for (int k = 0; k < 2; k++)
+		{
+			StringInfoData b;
 
-		initStringInfo(&b);
-		appendStringInfo(&b, "CREATE TRIGGER %s AFTER INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s.transformer_job_sync(",
-						 quote_identifier(trigger_name(id)), qualname,
-						 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
-		appendStringInfo(&b, "'" INT64_FORMAT "', %s, %s", id, quote_literal_cstr(source), quote_literal_cstr(target));
-		foreach(lc, keys)
-			appendStringInfo(&b, ", %s", quote_literal_cstr(lfirst(lc)));
-		appendStringInfoChar(&b, ')');
-		JobInternalBegin(&s);
-		if (SPI_execute(b.data, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "could not create the sync trigger");
-		JobInternalEnd(&s);
+			initStringInfo(&b);
+			appendStringInfo(&b, "CREATE TRIGGER %s AFTER %s ON %s REFERENCING %s FOR EACH STATEMENT EXECUTE FUNCTION %s.transformer_job_sync(",
+							 quote_identifier(trigger_name(id, trigger_kinds[k])), k == 0 ? "INSERT" : "UPDATE", qualname,
+							 k == 0 ? "NEW TABLE AS transformer_new" : "OLD TABLE AS transformer_old NEW TABLE AS transformer_new",
+							 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
+			appendStringInfo(&b, "'" INT64_FORMAT "', %s, %s, %s, '%d'", id, quote_literal_cstr(js->source),
+							 quote_literal_cstr(js->target), quote_literal_cstr(js->lang_column ? js->lang_column : ""),
+							 js->batch_size);
+			for (int j = 0; j < nkeys; j++)
+				appendStringInfo(&b, ", %s", quote_literal_cstr(keyv[j]));
+			appendStringInfoChar(&b, ')');
+			JobInternalBegin(&s);
+			if (SPI_execute(b.data, false, 0) != SPI_OK_UTILITY)
+				elog(ERROR, "could not create the sync trigger");
+			JobInternalEnd(&s);
+		}
 	}
 
 	/*
-	 * The backlog: keys of the rows whose target is NULL, read as the user
-	 * (row-level security applies), queued by the extension's owner.
+	 * The backlog: keys of the rows whose target is NULL, read as the user,
+	 * written under the fixed key settings, queued by the extension's owner
+	 * in chunks of batch_size keys.
 	 */
 	{
 		Portal		cur;
 		SPIPlanPtr	plan;
-		Oid			t[2] = {INT8OID, TEXTARRAYOID};
+		Oid			t[3] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID};
+		int			level = JobKeySettingsBegin(true);
 
 		plan = SPI_prepare(psprintf("SELECT %s::pg_catalog.text FROM %s t WHERE t.%s IS NULL AND t.%s IS NOT NULL",
-									key_json_sql(keys), qualname, quote_identifier(target), quote_identifier(source)),
+									key_json_sql(keys), qualname, quote_identifier(js->target), quote_identifier(js->source)),
 						   0, NULL);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the backlog query: %s", SPI_result_code_string(SPI_result));
-		cur = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+		cur = SPI_cursor_open(NULL, plan, NULL, NULL, false);
 		for (;;)
 		{
 			Datum	   *k;
-			Datum		v[2];
+			Datum	   *cn;
+			Datum		v[3];
 			uint64		n;
+			int			nchunks = 0;
+			StringInfoData chunk;
 
 			CHECK_FOR_INTERRUPTS();
 			SPI_cursor_fetch(cur, true, BACKFILL_CHUNK);
 			n = SPI_processed;
 			if (n == 0)
 				break;
-			k = palloc(sizeof(Datum) * n);
-			for (uint64 r = 0; r < n; r++)
+			k = palloc(sizeof(Datum) * (n / js->batch_size + 2));
+			cn = palloc(sizeof(Datum) * (n / js->batch_size + 2));
+			initStringInfo(&chunk);
+			for (uint64 r = 0; r < n; r += js->batch_size)
 			{
-				bool		isnull;
+				int			c = 0;
 
-				k[r] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+				resetStringInfo(&chunk);
+				appendStringInfoChar(&chunk, '[');
+				for (uint64 q = r; q < n && q < r + js->batch_size; q++, c++)
+				{
+					if (c > 0)
+						appendStringInfoString(&chunk, ", ");
+					appendStringInfoString(&chunk, SPI_getvalue(SPI_tuptable->vals[q], SPI_tuptable->tupdesc, 1));
+				}
+				appendStringInfoChar(&chunk, ']');
+				k[nchunks] = CStringGetTextDatum(chunk.data);
+				cn[nchunks++] = Int32GetDatum(c);
 			}
 			v[0] = Int64GetDatum(id);
-			v[1] = PointerGetDatum(construct_array(k, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
-			JobExec(psprintf("INSERT INTO %s (job, key) SELECT $1, k::jsonb FROM unnest($2) k",
-								   JobTable("transformer_job_queue")), 2, t, v, NULL, SPI_OK_INSERT);
-			pfree(k);
+			v[1] = PointerGetDatum(construct_array(k, nchunks, TEXTOID, -1, false, TYPALIGN_INT));
+			v[2] = PointerGetDatum(construct_array(cn, nchunks, INT4OID, 4, true, TYPALIGN_INT));
+			JobExec(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::jsonb, c FROM unnest($2, $3) AS u(k, c)",
+							 JobTable("transformer_job_queue")), 3, t, v, NULL, SPI_OK_INSERT);
+			SPI_freetuptable(SPI_tuptable);
 		}
 		SPI_cursor_close(cur);
-	}
-
-	{
-		JobRow		job;
-
-		if (!ReadJob(id, &job))
-			elog(ERROR, "job " INT64_FORMAT " vanished", id);
-		launch(&job);
+		JobKeySettingsEnd(level);
 	}
 	SPI_finish();
-	PG_RETURN_INT64(id);
+	EnsureJobSupervisorAtCommit();
+	return id;
+}
+
+static char *
+text_arg(FunctionCallInfo fcinfo, int i)
+{
+	return PG_NARGS() > i && !PG_ARGISNULL(i) ? text_to_cstring(PG_GETARG_TEXT_PP(i)) : NULL;
+}
+
+static void
+common_args(FunctionCallInfo fcinfo, JobSpec *js)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("table, source and target must not be null")));
+	js->relid = PG_GETARG_OID(0);
+	js->source = text_arg(fcinfo, 1);
+	js->target = text_arg(fcinfo, 2);
+	js->model = PG_ARGISNULL(3) ? transformer_default_model : text_to_cstring(PG_GETARG_TEXT_PP(3));
+	js->workers = PG_ARGISNULL(4) ? 1 : PG_GETARG_INT32(4);
+	js->keep_in_sync = PG_ARGISNULL(5) ? true : PG_GETARG_BOOL(5);
+}
+
+PG_FUNCTION_INFO_V1(translate_column);
+Datum
+translate_column(PG_FUNCTION_ARGS)
+{
+	JobSpec		js;
+
+	memset(&js, 0, sizeof(js));
+	common_args(fcinfo, &js);
+	js.beam = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT32(6);
+	if (!PG_ARGISNULL(6))
+		check_int_arg("beam", js.beam, 1, 64);
+	js.batch_size = PG_ARGISNULL(7) ? DEFAULT_BATCH_SIZE : PG_GETARG_INT32(7);
+	js.format = text_arg(fcinfo, 8);
+	js.keep = PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PointerGetDatum(PG_GETARG_ARRAYTYPE_P_COPY(9)) : (Datum) 0;
+	js.source_lang = text_arg(fcinfo, 10);
+	js.target_lang = text_arg(fcinfo, 11);
+	js.lang_column = text_arg(fcinfo, 12);
+	PG_RETURN_INT64(declare_job(&js));
+}
+
+PG_FUNCTION_INFO_V1(embed_column);
+Datum
+embed_column(PG_FUNCTION_ARGS)
+{
+	JobSpec		js;
+
+	memset(&js, 0, sizeof(js));
+	common_args(fcinfo, &js);
+	js.embed = true;
+	js.batch_size = PG_ARGISNULL(6) ? DEFAULT_EMBED_BATCH_SIZE : PG_GETARG_INT32(6);
+	PG_RETURN_INT64(declare_job(&js));
 }
 
 /* ------------------------------------------------------------ wait_for_job */
 
 static int64
-pending_rows(int64 id)
+count_rows(int64 id, const char *sql)
 {
 	Oid			t[1] = {INT8OID};
 	Datum		v[1] = {Int64GetDatum(id)};
@@ -525,8 +679,7 @@ pending_rows(int64 id)
 	int			ret;
 
 	JobInternalBegin(&s);
-	ret = SPI_execute_with_args(psprintf("SELECT count(*) FROM %s WHERE job = $1", JobTable("transformer_job_queue")),
-								1, t, v, NULL, false, 1);
+	ret = SPI_execute_with_args(sql, 1, t, v, NULL, false, 1);
 	JobInternalEnd(&s);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not count the queue");
@@ -539,8 +692,9 @@ wait_for_job(PG_FUNCTION_ARGS)
 {
 	int64		id;
 	TimestampTz deadline = 0;
-	TimestampTz next_launch = 0;
+	TimestampTz next_ensure = 0;
 	bool		done = false;
+	bool		first = true;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -568,12 +722,13 @@ wait_for_job(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 		get_visible_job(id, &job, false);
-		if (next_launch == 0 && TransactionIdIsCurrentTransactionId(job.xmin))
+		if (first && TransactionIdIsCurrentTransactionId(job.xmin))
 			ereport(ERROR,
 					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 					 errmsg("cannot wait for job " INT64_FORMAT " in the transaction that changed it", id),
 					 errdetail("Its workers start when this transaction commits."),
 					 errhint("Commit first, then call wait_for_job().")));
+		first = false;
 		if (strcmp(job.state, "cancelled") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -583,8 +738,10 @@ wait_for_job(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("job " INT64_FORMAT " failed", id),
 					 errhint("transformer_jobs.last_error says why; resume_job() starts it again.")));
-		pending = pending_rows(id);
-		if (pending == 0)
+		pending = count_rows(id, psprintf("SELECT coalesce(sum(n), 0)::bigint FROM %s WHERE job = $1",
+										  JobTable("transformer_job_queue")));
+		/* nothing queued, and the job's state settled (a supervisor settles a backlog that was empty) */
+		if (pending == 0 && strcmp(job.state, "queued") != 0 && strcmp(job.state, "running") != 0)
 		{
 			done = true;
 			break;
@@ -594,26 +751,27 @@ wait_for_job(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 					 errmsg("cannot wait for a job in a REPEATABLE READ or SERIALIZABLE transaction"),
 					 errdetail("Its snapshot would never see the workers' progress.")));
-		/* every few seconds: start workers that are missing (no slot before, or killed) */
-		if (GetCurrentTimestamp() >= next_launch &&
-			(strcmp(job.state, "queued") == 0 || strcmp(job.state, "running") == 0 ||
-			 strcmp(job.state, "syncing") == 0 || strcmp(job.state, "done") == 0))
+		/* the database's supervisor, if none runs (it was stopped, or never started since the server did) */
+		if (GetCurrentTimestamp() >= next_ensure)
 		{
-			if (strcmp(job.state, "done") == 0)
-				job.workers = 1;	/* rows requeued after the end (a stale write) */
-
-			/*
-			 * No write of the job row here: this transaction lasts as long
-			 * as the wait, and a worker's first batch updates that row.
-			 * Worker 1 says which workers wait for a slot.
-			 */
-			(void) LaunchJobWorkers(id, job.owner, job.workers);
-			next_launch = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
+			EnsureJobSupervisor(MyDatabaseId);
+			next_ensure = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
 		}
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+	}
+	if (done)
+	{
+		int64		failed = count_rows(id, psprintf("SELECT count(*) FROM %s WHERE job = $1",
+													 JobTable("transformer_job_errors")));
+
+		if (failed > 0)
+			ereport(WARNING,
+					(errmsg_plural("job " INT64_FORMAT ": " INT64_FORMAT " row failed",
+								   "job " INT64_FORMAT ": " INT64_FORMAT " rows failed", failed, id, failed),
+					 errhint("transformer_job_errors says why; retry_job_errors() queues them again.")));
 	}
 	SPI_finish();
 	PG_RETURN_BOOL(done);
@@ -685,8 +843,7 @@ resume_job(PG_FUNCTION_ARGS)
 		wrong_state(&job, "resume");
 	if (strcmp(job.state, "paused") == 0 || strcmp(job.state, "failed") == 0)
 		set_state(job.id, "queued", ", last_error = NULL, finished_at = NULL");
-	if (strcmp(job.state, "done") != 0)
-		launch(&job);
+	EnsureJobSupervisorAtCommit();
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -733,7 +890,7 @@ retry_job_errors(PG_FUNCTION_ARGS)
 		wrong_state(&job, "retry the errors of");
 	v[0] = Int64GetDatum(job.id);
 	JobExec(psprintf("WITH e AS (DELETE FROM %s WHERE job = $1 RETURNING key) "
-						   "INSERT INTO %s (job, key) SELECT $1, key FROM e",
+					 "INSERT INTO %s (job, keys, n) SELECT $1, pg_catalog.jsonb_build_array(key), 1 FROM e",
 						   JobTable("transformer_job_errors"), JobTable("transformer_job_queue")),
 				  1, t, v, NULL, SPI_OK_INSERT);
 	n = (int64) SPI_processed;
@@ -744,135 +901,9 @@ retry_job_errors(PG_FUNCTION_ARGS)
 					  1, t, v, NULL, SPI_OK_UPDATE);
 		if (strcmp(job.state, "done") == 0)
 			set_state(job.id, "queued", ", finished_at = NULL");
-		if (strcmp(job.state, "paused") != 0 && strcmp(job.state, "failed") != 0)
-			launch(&job);
+		EnsureJobSupervisorAtCommit();
 	}
 	SPI_finish();
 	PG_RETURN_INT64(n);
 }
 
-/* ------------------------------------------------------------ the sync trigger */
-
-static SPIPlanPtr enqueue_plan = NULL;
-static Oid	enqueue_plan_queue = InvalidOid;
-
-static Datum
-column_value(HeapTuple tup, TupleDesc desc, const char *name, int64 job, bool *isnull)
-{
-	int			att = SPI_fnumber(desc, name);
-
-	if (att <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of translation job " INT64_FORMAT " does not exist", name, job),
-				 errdetail("It was renamed or dropped after the job was declared."),
-				 errhint("Cancel the job with cancel_job(" INT64_FORMAT ") and declare it again.", job)));
-	return heap_getattr(tup, att, desc, isnull);
-}
-
-static bool
-same_value(Datum a, bool anull, Datum b, bool bnull, Form_pg_attribute att)
-{
-	if (anull || bnull)
-		return anull && bnull;
-	return datum_image_eq(a, b, att->attbyval, att->attlen);
-}
-
-PG_FUNCTION_INFO_V1(transformer_job_sync);
-Datum
-transformer_job_sync(PG_FUNCTION_ARGS)
-{
-	TriggerData *td = (TriggerData *) fcinfo->context;
-	Trigger    *tg;
-	TupleDesc	desc;
-	HeapTuple	row;
-	int64		job;
-	bool		snull,
-				tnull;
-	Datum		src;
-	bool		queue = false;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("transformer_job_sync: not called as a trigger")));
-	tg = td->tg_trigger;
-	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
-		TRIGGER_FIRED_BY_DELETE(td->tg_event) || tg->tgnargs < 4)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("transformer_job_sync must be an AFTER INSERT OR UPDATE row trigger with a job, its columns and key")));
-	job = pg_strtoint64(tg->tgargs[0]);
-	desc = RelationGetDescr(td->tg_relation);
-	row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
-	src = column_value(row, desc, tg->tgargs[1], job, &snull);
-	(void) column_value(row, desc, tg->tgargs[2], job, &tnull);
-	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
-		queue = !snull && tnull;
-	else
-	{
-		bool		osnull,
-					otnull;
-		Datum		osrc = column_value(td->tg_trigtuple, desc, tg->tgargs[1], job, &osnull);
-
-		(void) column_value(td->tg_trigtuple, desc, tg->tgargs[2], job, &otnull);
-
-		/* the source changed; or the target was cleared: translate again */
-		queue = !same_value(src, snull, osrc, osnull, TupleDescAttr(desc, SPI_fnumber(desc, tg->tgargs[1]) - 1)) ||
-			(tnull && !otnull && !snull);
-	}
-	if (queue)
-	{
-		StringInfoData key;
-		JobAsOwner s;
-		Oid			queue_rel;
-		Datum		v[2];
-
-		initStringInfo(&key);
-		appendStringInfoChar(&key, '[');
-		for (int i = 3; i < tg->tgnargs; i++)
-		{
-			bool		isnull;
-			Datum		d = column_value(row, desc, tg->tgargs[i], job, &isnull);
-			Oid			typoutput;
-			bool		varlena;
-			int			att = SPI_fnumber(desc, tg->tgargs[i]);
-
-			if (i > 3)
-				appendStringInfoString(&key, ", ");
-			if (isnull)
-			{
-				appendStringInfoString(&key, "null");
-				continue;
-			}
-			getTypeOutputInfo(TupleDescAttr(desc, att - 1)->atttypid, &typoutput, &varlena);
-			escape_json(&key, OidOutputFunctionCall(typoutput, d));
-		}
-		appendStringInfoChar(&key, ']');
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		JobInternalBegin(&s);
-		queue_rel = ExtensionTableOid("transformer_job_queue");
-		if (enqueue_plan == NULL || enqueue_plan_queue != queue_rel)
-		{
-			Oid			t[2] = {INT8OID, TEXTOID};
-			SPIPlanPtr	p = SPI_prepare(psprintf("INSERT INTO %s (job, key) VALUES ($1, $2::jsonb)",
-												 JobTable("transformer_job_queue")), 2, t);
-
-			if (p == NULL || SPI_keepplan(p) != 0)
-				elog(ERROR, "could not prepare the queue insert");
-			if (enqueue_plan)
-				SPI_freeplan(enqueue_plan);
-			enqueue_plan = p;
-			enqueue_plan_queue = queue_rel;
-		}
-		v[0] = Int64GetDatum(job);
-		v[1] = CStringGetTextDatum(key.data);
-		if (SPI_execute_plan(enqueue_plan, v, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not queue the row");
-		JobInternalEnd(&s);
-		SPI_finish();
-	}
-	return PointerGetDatum(NULL);
-}

@@ -129,15 +129,25 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("transformer.job_naptime",
-							"Sets how often an idle worker of a keep_in_sync job looks for changed rows.",
-							NULL,
+							"Sets how often a database's job supervisor looks at its jobs' queues.",
+							"A transaction that queues rows wakes the supervisor at once; this is the longest it sleeps.",
 							&job_naptime_ms,
 							250, 10, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
-	/* resume unfinished translation jobs at every server start */
+	DefineCustomIntVariable("transformer.max_job_workers",
+							"Sets the most background job workers of the cluster at once.",
+							"Shared fairly between the roles whose jobs have rows queued; supervisors (one per "
+							"database with unfinished jobs) are not counted.",
+							&max_job_workers,
+							2, 1, 64,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	/* resume unfinished jobs at every server start */
 	if (process_shared_preload_libraries_in_progress)
 		RegisterJobLauncher();
 	InitModelStats();
