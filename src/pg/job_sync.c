@@ -116,7 +116,7 @@ enqueue(int64 job, List *chunks, List *counts)
 	{
 		Oid			t[3] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID};
 		SPIPlanPtr	p = SPI_prepare(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::pg_catalog.jsonb, c "
-											 "FROM pg_catalog.unnest($2, $3) AS u(k, c)",
+											 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(k, c)",
 											 JobTable("transformer_job_queue")), 3, t);
 
 		if (p == NULL || SPI_keepplan(p) != 0)

@@ -380,13 +380,13 @@ declare_job(JobSpec *js)
 					 errmsg("target column \"%s\" is part of the table's key", js->target)));
 		keyv[i++] = lfirst(lc);
 	}
-	CheckJobPrivileges(relid, GetUserId(), js->source, js->target, js->lang_column, nkeys, keyv);
 	if (js->keep_in_sync && pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", RelationGetRelationName(rel)),
 				 errdetail("keep_in_sync adds triggers to the table, which needs the TRIGGER privilege."),
 				 errhint("Ask its owner for TRIGGER, or pass keep_in_sync => false.")));
+	CheckJobPrivileges(relid, GetUserId(), js->source, js->target, js->lang_column, nkeys, keyv);
 	qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 										  RelationGetRelationName(rel));
 	table_close(rel, AccessShareLock);
@@ -601,7 +601,7 @@ declare_job(JobSpec *js)
 			v[0] = Int64GetDatum(id);
 			v[1] = PointerGetDatum(construct_array(k, nchunks, TEXTOID, -1, false, TYPALIGN_INT));
 			v[2] = PointerGetDatum(construct_array(cn, nchunks, INT4OID, 4, true, TYPALIGN_INT));
-			JobExec(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::jsonb, c FROM unnest($2, $3) AS u(k, c)",
+			JobExec(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::jsonb, c FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(k, c)",
 							 JobTable("transformer_job_queue")), 3, t, v, NULL, SPI_OK_INSERT);
 			SPI_freetuptable(SPI_tuptable);
 		}
