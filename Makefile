@@ -204,7 +204,9 @@ jobs-resume:
 	$(PYTHON) test/jobs/run.py --only 3
 jobs-preload:
 	$(PYTHON) test/jobs/run.py --only 4
-.PHONY: jobs jobs-crash jobs-resume jobs-preload
+jobs-plural:
+	$(PYTHON) test/jobs/run.py --only 6
+.PHONY: jobs jobs-crash jobs-resume jobs-preload jobs-plural
 
 # An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:

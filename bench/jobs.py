@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Background translation jobs against a serial UPDATE (issue 25).
+"""Background jobs against a serial UPDATE (issues 25 and 37).
 
 On N rows of Multi30k train German (30,000 by default), with the bundled
 model and its int8 copy, in one run on one server:
@@ -7,7 +7,12 @@ model and its int8 copy, in one run on one server:
   - translate_column(..., workers => 1), then workers => 2 (keep_in_sync off);
 rows/s, and the time until the first 1,000 rows are visible to others (an
 UPDATE shows nothing before it commits).  Every job's output is compared
-with the UPDATE's.
+with the UPDATE's.  Then (issue 37):
+  - a small table (600 rows): 2 workers against a serial UPDATE, start-up included;
+  - the sync triggers' cost: INSERT of 20,000 rows, and an UPDATE of their
+    source, with and without a (paused) keep_in_sync job; medians of 3;
+  - embed_column() with 1 and 2 workers against UPDATE ... SET v = embed(de).
+Without ../shared/data it uses German sentences made from a small grammar.
 
     pg_virtualenv bench/jobs.py [rows] [batch_size ...]
 
@@ -48,12 +53,27 @@ def cpu():
     return platform.processor()
 
 
-def run_job(c, model, workers, batch):
-    one(c, "UPDATE docs SET en = NULL")
-    one(c, "VACUUM docs")
+def german(n):
+    """n German sentences: Multi30k train if ../shared/data has it, else a small grammar's."""
+    path = os.path.join(DATA, "multi30k", "train.de.gz")
+    if os.path.exists(path):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [l.rstrip("\n") for _, l in zip(range(n), f)]
+    subj = ["Ein Mann", "Eine Frau", "Ein Kind", "Ein Hund", "Zwei Männer", "Eine Gruppe von Menschen", "Ein Junge",
+            "Ein Mädchen", "Eine ältere Frau", "Ein Arbeiter"]
+    verb = ["steht", "sitzt", "läuft", "spielt", "wartet", "arbeitet", "lacht", "liest ein Buch", "fährt Fahrrad", "schläft"]
+    place = ["auf der Straße", "im Park", "am Strand", "vor einem Gebäude", "in einer Küche", "auf einer Bank",
+             "im Schnee", "neben einem Auto", "in der Stadt", "auf dem Feld"]
+    return ["%s %s %s." % (subj[i % 10], verb[(i // 10) % 10], place[(i // 100) % 10]) + ("" if i < 1000 else " (%d)" % i)
+            for i in range(n)]
+
+
+def run_job(c, model, workers, batch, table="docs"):
+    one(c, "UPDATE %s SET en = NULL" % table)
+    one(c, "VACUUM %s" % table)
     t0 = time.time()
-    job = one(c, "SELECT translate_column('docs', 'de', 'en', %s, workers => %s, keep_in_sync => false, batch_size => %s)",
-              model, workers, batch)
+    job = one(c, "SELECT translate_column(%s, 'de', 'en', %s, workers => %s, keep_in_sync => false, batch_size => %s)",
+              table, model, workers, batch)
     first = None
     while True:
         done, state = None, None
@@ -68,7 +88,7 @@ def run_job(c, model, workers, batch):
     total = time.time() - t0
     if state != "done":
         raise SystemExit("job %s ended %s: %s" % (job, state, one(c, "SELECT last_error FROM transformer_jobs WHERE id = %s", job)))
-    differ = one(c, "SELECT count(*) FROM docs WHERE en IS DISTINCT FROM en_update")
+    differ = one(c, "SELECT count(*) FROM %s WHERE en IS DISTINCT FROM en_update" % table)
     failed = one(c, "SELECT rows_failed FROM transformer_jobs WHERE id = %s", job)
     one(c, "SELECT cancel_job(%s)", job)
     return total, first, differ, failed
@@ -84,11 +104,11 @@ def main():
     one(c, "SELECT import_model('multi30k_de_en')")
     one(c, "SELECT quantize_model('multi30k_de_en', 'multi30k_de_en_int8')")
     one(c, "CREATE TABLE docs (id int PRIMARY KEY, de text NOT NULL, en text, en_update text)")
-    with gzip.open(os.path.join(DATA, "multi30k", "train.de.gz"), "rt", encoding="utf-8") as f:
-        lines = [l.rstrip("\n") for l in f][:ROWS]
+    lines = german(max(ROWS, 20000))
     buf = io.StringIO("".join("%d\t%s\n" % (i + 1, l.replace("\\", "\\\\").replace("\t", " ")) for i, l in enumerate(lines)))
     with c.cursor() as cur:
         cur.copy_from(buf, "docs", columns=("id", "de"))
+    one(c, "DELETE FROM docs WHERE id > %s", ROWS)
     print("%d rows of Multi30k train German; %s, %d cores; PostgreSQL %s; beam 4 (the model's), "
           "transformer.threads 1, max_worker_processes %s"
           % (ROWS, cpu(), os.cpu_count(), one(c, "SHOW server_version"), one(c, "SHOW max_worker_processes")))
@@ -115,8 +135,85 @@ def main():
                     "" if workers == 1 else "  (%.2fx one worker)" % (one_worker / total)), flush=True)
                 if differ or failed:
                     print("  !! %d rows differ from the UPDATE's, %d failed" % (differ, failed))
+    small(c)
+    sync_cost(c, lines)
+    embeddings(c)
     c.close()
     one(admin, "DROP DATABASE " + DB)
+
+
+def small(c):
+    """600 rows: 2 workers against a serial UPDATE, start-up included."""
+    one(c, "CREATE TABLE small (id int PRIMARY KEY, de text NOT NULL, en text, en_update text)")
+    one(c, "INSERT INTO small (id, de) SELECT id, de FROM docs WHERE id <= 600")
+    t0 = time.time()
+    one(c, "UPDATE small SET en_update = translate(de, 'multi30k_de_en')")
+    serial = time.time() - t0
+    total, _, differ, failed = run_job(c, "multi30k_de_en", 2, None, "small")
+    print("small table, 600 rows: serial UPDATE %.1f s; job with 2 workers %.1f s (start-up included): %.2fx%s"
+          % (serial, total, serial / total, "" if not (differ or failed) else "  !! %d differ, %d failed" % (differ, failed)),
+          flush=True)
+
+
+def timed(c, sql):
+    t0 = time.time()
+    one(c, sql)
+    return time.time() - t0
+
+
+def sync_cost(c, lines):
+    """The sync triggers' cost: 20,000 rows inserted, then their source updated."""
+    n = 20000
+    one(c, "CREATE TABLE sync (id int PRIMARY KEY, de text NOT NULL, en text)")
+    one(c, "CREATE TABLE src (id int, de text)")
+    with c.cursor() as cur:
+        cur.copy_from(io.StringIO("".join("%d\t%s\n" % (i + 1, l.replace("\\", "\\\\").replace("\t", " "))
+                                          for i, l in enumerate(lines[:n]))), "src", columns=("id", "de"))
+    res = {}
+    for with_job in (False, True, False, True, False, True):
+        one(c, "TRUNCATE sync")
+        one(c, "VACUUM ANALYZE sync")
+        job = None
+        if with_job:
+            job = one(c, "SELECT translate_column('sync', 'de', 'en', 'multi30k_de_en')")
+            one(c, "SELECT pause_job(%s)", job)     # queued, not translated: the statements alone are timed
+        ins = timed(c, "INSERT INTO sync (id, de) SELECT id, de FROM src")
+        upd = timed(c, "UPDATE sync SET de = de || ' '")
+        if with_job:
+            queued = one(c, "SELECT rows_pending FROM transformer_jobs WHERE id = %s", job)
+            one(c, "SELECT cancel_job(%s)", job)
+            if queued != 2 * n:
+                print("  !! %d rows queued, expected %d" % (queued, 2 * n))
+        res.setdefault(with_job, []).append((ins, upd))
+    med = {k: (sorted(x[0] for x in v)[1], sorted(x[1] for x in v)[1]) for k, v in res.items()}
+    print("sync triggers, %d rows (medians of 3): INSERT %.3f s -> %.3f s (%.2fx); UPDATE of the source %.3f s -> %.3f s (%.2fx)"
+          % (n, med[False][0], med[True][0], med[True][0] / med[False][0], med[False][1], med[True][1],
+             med[True][1] / med[False][1]), flush=True)
+
+
+def embeddings(c):
+    """embed_column() with 1 and 2 workers against UPDATE ... SET v = embed(de)."""
+    model = "multi30k_sentence_de_en"
+    n = min(ROWS * 2, 6000)
+    one(c, "SELECT import_model(%s)", model)
+    one(c, "CREATE TABLE emb (id int PRIMARY KEY, de text NOT NULL, v real[], v_update real[])")
+    one(c, "INSERT INTO emb (id, de) SELECT id, de FROM src WHERE id <= %s", n)
+    one(c, "SELECT embed('warm up', %s)", model)
+    serial = timed(c, "UPDATE emb SET v_update = embed(de, '%s')" % model)
+    print("embeddings, %d rows: serial UPDATE %.1f s (%.0f/s)" % (n, serial, n / serial), flush=True)
+    for workers in (1, 2):
+        one(c, "UPDATE emb SET v = NULL")
+        one(c, "VACUUM emb")
+        t0 = time.time()
+        job = one(c, "SELECT embed_column('emb', 'de', 'v', %s, workers => %s, keep_in_sync => false)", model, workers)
+        while one(c, "SELECT state FROM transformer_jobs WHERE id = %s", job) not in ("done", "failed", "cancelled"):
+            time.sleep(0.1)
+        total = time.time() - t0
+        differ = one(c, "SELECT count(*) FROM emb WHERE v IS NULL OR (SELECT max(abs(a - b)) FROM unnest(v, v_update) u(a, b)) > 1e-6")
+        one(c, "SELECT cancel_job(%s)", job)
+        print("embeddings, embed_column() with %d worker%s: %.1f s (%.0f/s), %.2fx the UPDATE%s"
+              % (workers, "s" if workers > 1 else "", total, n / total, serial / total,
+                 "" if not differ else "  !! %d vectors differ" % differ), flush=True)
 
 
 if __name__ == "__main__":

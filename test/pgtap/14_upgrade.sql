@@ -1,6 +1,6 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0 and 0.7.0 to 0.8.0 are those of a
+-- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0 and 0.8.0 to 0.9.0 are those of a
 -- fresh install, constraints, privileges and policies included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -10,7 +10,7 @@
 \set root `pwd`
 
 BEGIN;
-SELECT plan(34);
+SELECT plan(35);
 -- a fresh install's objects, as text
 CREATE EXTENSION transformer;
 CREATE TEMP TABLE fresh AS
@@ -19,11 +19,11 @@ WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_e
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass) AND attnum > 0
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass)
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass)
 UNION ALL
 SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
 WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'
@@ -63,7 +63,7 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 -- 0.2.0 cannot store int8 rows; 0.3.0 can
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.8.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.8.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.9.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.9.0');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers WHERE file_id IS NOT NULL), 4, '0.4.0: every stored tokenizer row got a file_id');
 SELECT is((SELECT count(DISTINCT file_id)::int FROM transformer_tokenizers), 4, 'each its own');
 SELECT ok(NOT has_function_privilege('public', 'transformer_invalidate_cache()', 'EXECUTE'), '0.4.0: PUBLIC may no longer execute transformer_invalidate_cache()');
@@ -74,11 +74,11 @@ WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_e
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass) AND attnum > 0
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass)
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass)
 UNION ALL
 SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
 WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'
@@ -108,7 +108,8 @@ SELECT is((SELECT count(*)::int FROM model_languages('old')), 0, '0.6.0: model_l
 SELECT is(translate('SELECT attention FROM memory', 'old', beam_size => 3, source_lang => NULL, target_lang => NULL), :'old_want', '0.6.0: translate() with the language options');
 SELECT is(translate('SELECT attention FROM memory', 'old', beam_size => 3, format => 'text', keep => '{}', split => false), :'old_want', '0.7.0: translate() with the text options');
 SELECT is((SELECT segment_tokens FROM transformer_models WHERE name = 'old'), NULL, '0.7.0: a stored model has no segment length');
-SELECT matches(transformer_version(), '^transformer 0\.8\.0; kernels: ', '0.8.0: transformer_version()');
+SELECT matches(transformer_version(), '^transformer 0\.9\.0; kernels: ', '0.8.0: transformer_version()');
+SELECT throws_ok($$SELECT embed_column('transformer_models', 'name', 'config_json', 'old')$$, '42804', NULL, '0.9.0: embed_column');
 
 SELECT * FROM finish();
 ROLLBACK;
