@@ -173,7 +173,7 @@ pathological: test/fuzz/pathological
 # pgTAP suite, in its own database (needs a running server: PGHOST etc.)
 PROVE_DB ?= transformer_tap
 prove:
-	dropdb --if-exists $(PROVE_DB)
+	dropdb --force --if-exists $(PROVE_DB)
 	createdb -E UTF8 -T template0 $(PROVE_DB)
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
 	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
@@ -253,6 +253,16 @@ check-cycles:
 
 # Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, jobs, browser
 test: check-core check-cycles unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
+
+# The tests that read ../shared/data, on a clone with nothing beside it: ../shared hidden under an
+# empty tmpfs in a mount namespace of their own, with a throwaway server inside it (root; CI runs it)
+test-without-shared:
+	@if [ -d ../shared ]; then \
+	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t $(MAKE) -s prove jobs-resume'; \
+	else \
+	  pg_virtualenv -t $(MAKE) -s prove jobs-resume; \
+	fi
+.PHONY: test-without-shared
 
 # The regression and pgTAP suites against a server loading an ASan + UBSan build (by hand, root; 10-25 minutes)
 sanitize-server:

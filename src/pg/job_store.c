@@ -152,6 +152,27 @@ ReadJob(int64 id, JobRow *job)
 	return true;
 }
 
+void
+JobAsTableOwnerBegin(JobAsTableOwner *s, Oid relid)
+{
+	Oid			owner = JobTableOwner(relid);
+
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the table of the job was dropped")));
+	GetUserIdAndSecContext(&s->saved_user, &s->saved_sec);
+	SetUserIdAndSecContext(owner, s->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	s->level = JobKeySettingsBegin(false);
+}
+
+void
+JobAsTableOwnerEnd(JobAsTableOwner *s)
+{
+	JobKeySettingsEnd(s->level);
+	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
+}
+
 Oid
 JobTableOwner(Oid relid)
 {

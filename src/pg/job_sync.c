@@ -91,6 +91,25 @@ is_null(TupleTableSlot *s, AttrNumber att)
 	return isnull;
 }
 
+/* The sync rule, for an inserted row (os NULL) or an updated one. */
+static bool
+needs_queue(const SyncColumns *c, TupleTableSlot *os, TupleTableSlot *ns)
+{
+	bool		src_changed,
+				tgt_changed,
+				key_changed = false;
+
+	if (os == NULL)
+		return !is_null(ns, c->source) && is_null(ns, c->target);
+	src_changed = !same_column(os, ns, c->source) || (c->lang && !same_column(os, ns, c->lang));
+	tgt_changed = !same_column(os, ns, c->target);
+	for (int i = 0; i < c->nkeys && !key_changed; i++)
+		key_changed = !same_column(os, ns, c->keys[i]);
+	return (src_changed && !tgt_changed) ||
+		(!is_null(ns, c->source) && is_null(ns, c->target) &&
+		 ((tgt_changed && !is_null(os, c->target)) || key_changed));
+}
+
 /* Queue the chunks (SPI connected): one statement for all of them. */
 static void
 enqueue(int64 job, List *chunks, List *counts)
@@ -143,7 +162,7 @@ enqueue(int64 job, List *chunks, List *counts)
 static bool
 sync_columns(Trigger *tg, TupleDesc desc, SyncColumns *c)
 {
-	c->job = pg_strtoint64(tg->tgargs[0]);
+	c->job = pg_strtoint64(tg->tgargs[0] + (tg->tgargs[0][0] == 'r'));
 	c->source = SPI_fnumber(desc, tg->tgargs[1]);
 	c->target = SPI_fnumber(desc, tg->tgargs[2]);
 	c->lang = tg->tgargs[3][0] ? SPI_fnumber(desc, tg->tgargs[3]) : 0;
@@ -209,20 +228,7 @@ statement_sync(TriggerData *td)
 
 		if (update && !tuplestore_gettupleslot(olds, true, false, os))
 			break;
-		if (!update)
-			queue = !is_null(ns, c.source) && is_null(ns, c.target);
-		else
-		{
-			bool		src_changed = !same_column(os, ns, c.source) || (c.lang && !same_column(os, ns, c.lang));
-			bool		tgt_changed = !same_column(os, ns, c.target);
-			bool		key_changed = false;
-
-			for (int i = 0; i < c.nkeys && !key_changed; i++)
-				key_changed = !same_column(os, ns, c.keys[i]);
-			queue = (src_changed && !tgt_changed) ||
-				(!is_null(ns, c.source) && is_null(ns, c.target) &&
-				 ((tgt_changed && !is_null(os, c.target)) || key_changed));
-		}
+		queue = needs_queue(&c, update ? os : NULL, ns);
 		if (!queue)
 			continue;
 		if (inchunk == 0)
@@ -261,51 +267,56 @@ statement_sync(TriggerData *td)
 }
 
 /*
- * The row triggers of jobs declared by 0.8.0 (job, source, target, key
- * columns...): the same rule, a row at a time, keys under the fixed settings.
+ * Row triggers: a partitioned table's (statement triggers would miss rows
+ * written to a partition directly; a row trigger is cloned to every
+ * partition, now and later), whose job argument is "r" and the id; and the
+ * triggers of jobs declared by 0.8.0 (job, source, target, key columns...).
+ * The same rule, a row at a time, keys under the fixed settings.
  */
 static Datum
 row_sync(TriggerData *td)
 {
 	Trigger    *tg = td->tg_trigger;
 	TupleDesc	desc = RelationGetDescr(td->tg_relation);
-	TupleTableSlot *ns = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newslot : td->tg_trigslot;
-	TupleTableSlot *os = td->tg_trigslot;
+	bool		update = TRIGGER_FIRED_BY_UPDATE(td->tg_event);
+	TupleTableSlot *ns = update ? td->tg_newslot : td->tg_trigslot;
 	SyncColumns c;
-	bool		queue;
 	StringInfoData key;
 	int			level;
 
-	if (tg->tgnargs < 4)
+	if (tg->tgnargs < 4 || (tg->tgargs[0][0] == 'r' && tg->tgnargs < 6))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("transformer_job_sync must be an AFTER INSERT OR UPDATE row trigger with a job, its columns and key")));
-	c.job = pg_strtoint64(tg->tgargs[0]);
-	c.source = SPI_fnumber(desc, tg->tgargs[1]);
-	c.target = SPI_fnumber(desc, tg->tgargs[2]);
-	c.lang = 0;
-	c.nkeys = tg->tgnargs - 3;
-	c.keys = palloc(sizeof(AttrNumber) * c.nkeys);
-	c.out = palloc(sizeof(FmgrInfo) * c.nkeys);
-	if (c.source <= 0 || c.target <= 0)
-		return PointerGetDatum(NULL);
-	for (int i = 0; i < c.nkeys; i++)
+	if (tg->tgargs[0][0] == 'r')
 	{
-		Oid			typoutput;
-		bool		varlena;
-
-		c.keys[i] = SPI_fnumber(desc, tg->tgargs[3 + i]);
-		if (c.keys[i] <= 0)
+		if (!sync_columns(tg, desc, &c))
 			return PointerGetDatum(NULL);
-		getTypeOutputInfo(TupleDescAttr(desc, c.keys[i] - 1)->atttypid, &typoutput, &varlena);
-		fmgr_info(typoutput, &c.out[i]);
 	}
-	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
-		queue = !is_null(ns, c.source) && is_null(ns, c.target);
 	else
-		queue = (!same_column(os, ns, c.source) && same_column(os, ns, c.target)) ||
-			(!is_null(ns, c.source) && is_null(ns, c.target) && !is_null(os, c.target));
-	if (!queue)
+	{
+		c.job = pg_strtoint64(tg->tgargs[0]);
+		c.source = SPI_fnumber(desc, tg->tgargs[1]);
+		c.target = SPI_fnumber(desc, tg->tgargs[2]);
+		c.lang = 0;
+		c.nkeys = tg->tgnargs - 3;
+		c.keys = palloc(sizeof(AttrNumber) * c.nkeys);
+		c.out = palloc(sizeof(FmgrInfo) * c.nkeys);
+		if (c.source <= 0 || c.target <= 0)
+			return PointerGetDatum(NULL);
+		for (int i = 0; i < c.nkeys; i++)
+		{
+			Oid			typoutput;
+			bool		varlena;
+
+			c.keys[i] = SPI_fnumber(desc, tg->tgargs[3 + i]);
+			if (c.keys[i] <= 0)
+				return PointerGetDatum(NULL);
+			getTypeOutputInfo(TupleDescAttr(desc, c.keys[i] - 1)->atttypid, &typoutput, &varlena);
+			fmgr_info(typoutput, &c.out[i]);
+		}
+	}
+	if (!needs_queue(&c, update ? td->tg_trigslot : NULL, ns))
 		return PointerGetDatum(NULL);
 	level = JobKeySettingsBegin(true);
 	initStringInfo(&key);

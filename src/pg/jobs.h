@@ -19,6 +19,13 @@
 #include "postmaster/bgworker.h"
 #include "storage/lock.h"
 
+/*
+ * Keys per queue row, at least: a statement that writes many rows pays one
+ * queue row per chunk (a worker takes a chunk at a time, and translates it
+ * batch_size rows at a time).
+ */
+#define JOB_CHUNK_KEYS 64
+
 /* One row of transformer_job, as the workers and the SQL functions read it. */
 typedef struct JobRow
 {
@@ -95,6 +102,23 @@ extern bool ReadJob(int64 id, JobRow *job);
 extern void JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k);
 /* Does some other process hold worker k's lock (a worker running)? */
 extern bool JobWorkerRunning(Oid dboid, int64 job, int k);
+
+/*
+ * As a table's owner inside a security-restricted operation, with the key
+ * settings (keys are parsed back under them), as VACUUM and REFRESH
+ * MATERIALIZED VIEW run a table's code: triggers, defaults, index
+ * expressions and policies run with the owner's rights, never with the
+ * declaring role's.
+ */
+typedef struct JobAsTableOwner
+{
+	Oid			saved_user;
+	int			saved_sec;
+	int			level;
+} JobAsTableOwner;
+
+extern void JobAsTableOwnerBegin(JobAsTableOwner *s, Oid relid);
+extern void JobAsTableOwnerEnd(JobAsTableOwner *s);
 
 /* The owner of a table; InvalidOid if it is gone. */
 extern Oid	JobTableOwner(Oid relid);

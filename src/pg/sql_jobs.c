@@ -15,6 +15,7 @@
 #include "catalog/indexing.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -214,12 +215,12 @@ typedef struct JobSpec
 	char	   *lang_column;
 } JobSpec;
 
-/* An embedding target: real[], or pgvector's vector */
+/* An embedding target: real[], or any type real[] assigns to (double precision[], pgvector's vector) */
 static void
 check_embed_target(Oid relid, const char *name, AttrNumber *att)
 {
 	Oid			type;
-	char	   *typname;
+	Oid			from = FLOAT4ARRAYOID;
 
 	*att = get_attnum(relid, name);
 	if (*att == InvalidAttrNumber)
@@ -230,13 +231,12 @@ check_embed_target(Oid relid, const char *name, AttrNumber *att)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("target column must not be a system column")));
-	type = getBaseType(get_atttype(relid, *att));
-	typname = get_typ_typrelid(type) == InvalidOid ? format_type_be(type) : "";
-	if (type != FLOAT4ARRAYOID && strcmp(typname, "vector") != 0)
+	type = get_atttype(relid, *att);
+	if (!can_coerce_type(1, &from, &type, COERCION_ASSIGNMENT))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("target column \"%s\" must be of type real[] or vector", name),
-				 errdetail("It is of type %s.", format_type_be(get_atttype(relid, *att)))));
+				 errdetail("It is of type %s, to which real[] does not assign.", format_type_be(type))));
 }
 
 /*
@@ -295,6 +295,7 @@ declare_job(JobSpec *js)
 	int			nkeys;
 	int			i;
 	Oid			relid = js->relid;
+	bool		distributed = false;
 
 	if (js->model == NULL || js->model[0] == '\0')
 		ereport(ERROR,
@@ -420,7 +421,6 @@ declare_job(JobSpec *js)
 	 * queue is not ours; a distributed table is backfilled from the
 	 * coordinator only (README: Scaling out on Citus).
 	 */
-	if (js->keep_in_sync)
 	{
 		int			level = ExtSpiConnect();
 		Oid			t[1] = {OIDOID};
@@ -433,7 +433,8 @@ declare_job(JobSpec *js)
 			if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1 AND partmethod <> 'n'",
 									  1, t, v, NULL, true, 1) != SPI_OK_SELECT)
 				elog(ERROR, "could not look up the table in Citus");
-			if (SPI_processed > 0)
+			distributed = SPI_processed > 0;
+			if (distributed && js->keep_in_sync)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("keep_in_sync is not supported on a Citus distributed table"),
@@ -526,18 +527,36 @@ declare_job(JobSpec *js)
 	 */
 	if (js->keep_in_sync)
 	{
-		for (int k = 0; k < 2; k++)
+		/*
+		 * Statement triggers with transition tables: a statement pays one
+		 * queue insert.  A table in a partition or inheritance tree gets one
+		 * row trigger instead: a partitioned table's is cloned to every
+		 * partition, now and later, so rows written to a partition directly
+		 * are queued too; and a statement on the parent fires no statement
+		 * trigger of a partition or child that its rows go to.
+		 */
+		bool		partitioned = get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE ||
+			get_rel_relispartition(relid) || has_subclass(relid) || has_superclass(relid);
+
+		for (int k = partitioned ? 2 : 0; k < (partitioned ? 3 : 2); k++)
 		{
 			StringInfoData b;
 
 			initStringInfo(&b);
-			appendStringInfo(&b, "CREATE TRIGGER %s AFTER %s ON %s REFERENCING %s FOR EACH STATEMENT EXECUTE FUNCTION %s.transformer_job_sync(",
-							 quote_identifier(trigger_name(id, trigger_kinds[k])), k == 0 ? "INSERT" : "UPDATE", qualname,
-							 k == 0 ? "NEW TABLE AS transformer_new" : "OLD TABLE AS transformer_old NEW TABLE AS transformer_new",
-							 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
-			appendStringInfo(&b, "'" INT64_FORMAT "', %s, %s, %s, '%d'", id, quote_literal_cstr(js->source),
+			if (k < 2)
+				appendStringInfo(&b, "CREATE TRIGGER %s AFTER %s ON %s REFERENCING %s FOR EACH STATEMENT "
+								 "EXECUTE FUNCTION %s.transformer_job_sync('",
+								 quote_identifier(trigger_name(id, trigger_kinds[k])), k == 0 ? "INSERT" : "UPDATE", qualname,
+								 k == 0 ? "NEW TABLE AS transformer_new" : "OLD TABLE AS transformer_old NEW TABLE AS transformer_new",
+								 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
+			else
+				appendStringInfo(&b, "CREATE TRIGGER %s AFTER INSERT OR UPDATE ON %s FOR EACH ROW "
+								 "EXECUTE FUNCTION %s.transformer_job_sync('r",
+								 quote_identifier(trigger_name(id, trigger_kinds[k])), qualname,
+								 quote_identifier(get_namespace_name(ExtensionSchemaAndOwner(&(Oid) {0}))));
+			appendStringInfo(&b, INT64_FORMAT "', %s, %s, %s, '%d'", id, quote_literal_cstr(js->source),
 							 quote_literal_cstr(js->target), quote_literal_cstr(js->lang_column ? js->lang_column : ""),
-							 js->batch_size);
+							 Max(js->batch_size, JOB_CHUNK_KEYS));
 			for (int j = 0; j < nkeys; j++)
 				appendStringInfo(&b, ", %s", quote_literal_cstr(keyv[j]));
 			appendStringInfoChar(&b, ')');
@@ -549,15 +568,21 @@ declare_job(JobSpec *js)
 	}
 
 	/*
-	 * The backlog: keys of the rows whose target is NULL, read as the user,
-	 * written under the fixed key settings, queued by the extension's owner
-	 * in chunks of batch_size keys.
+	 * The backlog: keys of the rows whose target is NULL, read as the
+	 * table's owner in a security-restricted operation (as the workers read
+	 * them), written under the fixed key settings, queued by the
+	 * extension's owner in chunks of JOB_CHUNK_KEYS keys (or batch_size).
 	 */
 	{
 		Portal		cur;
 		SPIPlanPtr	plan;
 		Oid			t[3] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID};
-		int			level = JobKeySettingsBegin(true);
+		JobAsTableOwner as;
+		int			level;
+		int			chunk_keys = Max(js->batch_size, JOB_CHUNK_KEYS);
+
+		JobAsTableOwnerBegin(&as, relid);
+		level = JobKeySettingsBegin(true);
 
 		plan = SPI_prepare(psprintf("SELECT %s::pg_catalog.text FROM %s t WHERE t.%s IS NULL AND t.%s IS NOT NULL",
 									key_json_sql(keys), qualname, quote_identifier(js->target), quote_identifier(js->source)),
@@ -579,16 +604,16 @@ declare_job(JobSpec *js)
 			n = SPI_processed;
 			if (n == 0)
 				break;
-			k = palloc(sizeof(Datum) * (n / js->batch_size + 2));
-			cn = palloc(sizeof(Datum) * (n / js->batch_size + 2));
+			k = palloc(sizeof(Datum) * (n / chunk_keys + 2));
+			cn = palloc(sizeof(Datum) * (n / chunk_keys + 2));
 			initStringInfo(&chunk);
-			for (uint64 r = 0; r < n; r += js->batch_size)
+			for (uint64 r = 0; r < n; r += chunk_keys)
 			{
 				int			c = 0;
 
 				resetStringInfo(&chunk);
 				appendStringInfoChar(&chunk, '[');
-				for (uint64 q = r; q < n && q < r + js->batch_size; q++, c++)
+				for (uint64 q = r; q < n && q < r + chunk_keys; q++, c++)
 				{
 					if (c > 0)
 						appendStringInfoString(&chunk, ", ");
@@ -607,9 +632,14 @@ declare_job(JobSpec *js)
 		}
 		SPI_cursor_close(cur);
 		JobKeySettingsEnd(level);
+		JobAsTableOwnerEnd(&as);
 	}
 	SPI_finish();
 	EnsureJobSupervisorAtCommit();
+	if (distributed)
+		ereport(NOTICE,
+				(errmsg("job " INT64_FORMAT " on distributed table \"%s\" runs on this coordinator", id, get_rel_name(relid)),
+				 errdetail("Its workers start here, read the rows through Citus and write each row on the node of its shard.")));
 	return id;
 }
 

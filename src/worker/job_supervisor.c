@@ -74,6 +74,9 @@ static int	nstarted = 0;
 
 static Oid	my_db = InvalidOid;
 
+/* Did the last look find rows queued or workers running?  (else it sleeps 4 naptimes) */
+static bool busy = false;
+
 /*
  * Whether the database still has a directory: a supervisor restarted
  * after its database was dropped would otherwise fail to connect, and be
@@ -286,6 +289,9 @@ supervise(void)
 		}
 	}
 	PostJobDemands(my_db, demand, nd);
+	busy = false;
+	for (int d = 0; d < nd; d++)
+		busy |= demand[d].wanted > 0 || demand[d].running > 0;
 
 	/* workers for the jobs with rows queued, within the cap and the role's share */
 	for (int d = 0; d < nd; d++)
@@ -422,7 +428,7 @@ transformer_job_supervisor(Datum main_arg)
 				break;
 			released = false;
 		}
-		idle_ms = unfinished > 0 ? 0 : idle_ms + job_naptime_ms;
+		idle_ms = unfinished > 0 ? 0 : idle_ms + (busy ? job_naptime_ms : 4 * job_naptime_ms);
 		if ((!installed || idle_ms >= SUPERVISOR_IDLE_MS) && nstarted == 0)
 		{
 			/*
@@ -433,7 +439,9 @@ transformer_job_supervisor(Datum main_arg)
 			released = true;
 			continue;
 		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, job_naptime_ms, PG_WAIT_EXTENSION);
+		/* a commit that queued rows sets the latch: an idle database needs no quick polling */
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 busy ? job_naptime_ms : 4 * job_naptime_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 	proc_exit(0);

@@ -162,28 +162,9 @@ model_fn(void *p)
 	}
 }
 
-typedef struct WriteArgs
-{
-	SPIPlanPtr	plan;
-	Datum	   *values;
-	char	   *nulls;
-	uint64		processed;
-} WriteArgs;
-
-static void
-write_fn(void *p)
-{
-	WriteArgs  *a = p;
-	int			ret = SPI_execute_plan(a->plan, a->values, a->nulls, false, 0);
-
-	if (ret != SPI_OK_UPDATE)
-		elog(ERROR, "could not write the result: %s", SPI_result_code_string(ret));
-	a->processed = SPI_processed;
-}
-
 /* WHERE clause matching the key in parameter $1 (a JSON array as text), alias t */
 static char *
-key_match_sql(const JobRow *job)
+key_match_sql(const JobRow *job, const char *key)
 {
 	StringInfoData b;
 
@@ -197,8 +178,8 @@ key_match_sql(const JobRow *job)
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("key column \"%s\" of table \"%s\" does not exist", job->keys[i],
 							get_rel_name(job->relid))));
-		appendStringInfo(&b, "%st.%s = ($1::pg_catalog.jsonb OPERATOR(pg_catalog.->>) %d)::%s",
-						 i ? " AND " : "", quote_identifier(job->keys[i]), i,
+		appendStringInfo(&b, "%st.%s = (%s::pg_catalog.jsonb OPERATOR(pg_catalog.->>) %d)::%s",
+						 i ? " AND " : "", quote_identifier(job->keys[i]), key, i,
 						 format_type_be_qualified(get_atttype(job->relid, att)));
 	}
 	return b.data;
@@ -225,39 +206,6 @@ wait_job_writers(int64 job)
 	JobLockTag(&tag, MyDatabaseId, job, 0);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	LockRelease(&tag, ShareLock, false);
-}
-
-/*
- * As the table's owner inside a security-restricted operation, with the
- * key settings (the keys are parsed back under them): the table's code
- * runs with its owner's rights, never with ours.
- */
-typedef struct AsTableOwner
-{
-	Oid			saved_user;
-	int			saved_sec;
-	int			level;
-} AsTableOwner;
-
-static void
-table_owner_begin(AsTableOwner *s, Oid relid)
-{
-	Oid			owner = JobTableOwner(relid);
-
-	if (!OidIsValid(owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the table of job " INT64_FORMAT " was dropped", my_job)));
-	GetUserIdAndSecContext(&s->saved_user, &s->saved_sec);
-	SetUserIdAndSecContext(owner, s->saved_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-	s->level = JobKeySettingsBegin(false);
-}
-
-static void
-table_owner_end(AsTableOwner *s)
-{
-	JobKeySettingsEnd(s->level);
-	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
 }
 
 /* Take chunks of keys off the queue, at least batch_size keys if there are; deduplicated. */
@@ -319,46 +267,77 @@ settle_state(int64 job)
 }
 
 /* Read the rows of the claimed keys: source, target and language as they are now. */
-static void
-read_rows(const JobRow *job, const char *tbl, const char *match, int n, BatchRow *rows)
+/* The keys of rows as a text[] (those with rows[i].exists, or all) */
+static Datum
+keys_array(int n, BatchRow *rows, bool existing)
 {
-	Oid			t[1] = {TEXTOID};
-	SPIPlanPtr	plan;
-	AsTableOwner as;
+	Datum	   *d = palloc(sizeof(Datum) * (n + 1));
+	int			m = 0;
 
-	plan = SPI_prepare(psprintf("SELECT t.%s::pg_catalog.text, t.%s::pg_catalog.text, %s FROM %s t WHERE %s",
+	for (int i = 0; i < n; i++)
+		if (!existing || rows[i].exists)
+			d[m++] = CStringGetTextDatum(rows[i].key);
+	return PointerGetDatum(construct_array(d, m, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * Nested loops over the key's index, never a scan of the whole table for a
+ * batch: the planner cannot know that the batch is a few rows.
+ */
+static int
+index_lookups_begin(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("enable_hashjoin", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/*
+ * Read the rows of the claimed keys, all in one statement: source, target
+ * and language as they are now.  A fresh snapshot (read_only false): the
+ * transaction's first one is older than the claim, and would miss rows
+ * inserted or changed between them, whose keys the claim took.
+ */
+static void
+read_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows)
+{
+	Oid			t[1] = {TEXTARRAYOID};
+	Datum		v[1];
+	SPIPlanPtr	plan;
+	JobAsTableOwner as;
+	int			level;
+
+	plan = SPI_prepare(psprintf("SELECT k.ord::pg_catalog.int4, r.* FROM pg_catalog.unnest($1) WITH ORDINALITY AS k(key, ord) "
+								"CROSS JOIN LATERAL (SELECT t.%s::pg_catalog.text, t.%s::pg_catalog.text, %s "
+								"FROM %s t WHERE %s LIMIT 1) r",
 								quote_identifier(job->source), quote_identifier(job->target),
-								job->lang_column ? psprintf("t.%s::pg_catalog.text", quote_identifier(job->lang_column)) : "NULL",
-								tbl, match), 1, t);
+								job->lang_column ? psprintf("t.%s::pg_catalog.text", quote_identifier(job->lang_column)) : "NULL::pg_catalog.text",
+								tbl, key_match_sql(job, "k.key")), 1, t);
 	if (plan == NULL)
 		elog(ERROR, "could not prepare the read of job " INT64_FORMAT ": %s", job->id,
 			 SPI_result_code_string(SPI_result));
-	table_owner_begin(&as, job->relid);
-	for (int i = 0; i < n; i++)
+	v[0] = keys_array(n, rows, false);
+	JobAsTableOwnerBegin(&as, job->relid);
+	level = index_lookups_begin();
+	if (SPI_execute_plan(plan, v, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the rows of job " INT64_FORMAT, job->id);
+	AtEOXact_GUC(true, level);
+	JobAsTableOwnerEnd(&as);
+	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		Datum		v[1] = {CStringGetTextDatum(rows[i].key)};
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
+		int			i = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)) - 1;
+		Datum		d = SPI_getbinval(tup, desc, 2, &isnull);
 
-		/*
-		 * A fresh snapshot (read_only false): the transaction's first one is
-		 * older than the claim, and would miss rows inserted or changed
-		 * between them, whose keys the claim took.
-		 */
-		if (SPI_execute_plan(plan, v, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read a row of job " INT64_FORMAT, job->id);
-		rows[i].exists = SPI_processed > 0;
-		if (rows[i].exists)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[0];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			Datum		d = SPI_getbinval(tup, desc, 1, &isnull);
-
-			rows[i].source = isnull ? NULL : DatumGetTextPCopy(d);
-			rows[i].old_target = SPI_getvalue(tup, desc, 2);
-			rows[i].lang = SPI_getvalue(tup, desc, 3);
-		}
+		rows[i].exists = true;
+		rows[i].source = isnull ? NULL : DatumGetTextPCopy(d);
+		rows[i].old_target = SPI_getvalue(tup, desc, 3);
+		rows[i].lang = SPI_getvalue(tup, desc, 4);
 	}
-	table_owner_end(&as);
 }
 
 /* The job's options as translate() takes them; lang: this group's source language (NULL: the job's). */
@@ -407,7 +386,7 @@ run_model(const JobRow *job, int n, BatchRow *rows)
 	Datum	   *out = palloc0(sizeof(Datum) * (n + 1));
 	int		   *idx = palloc(sizeof(int) * (n + 1));
 
-	for (int first = 0; first < n; first++)
+	for (int first = 0; first < n;)
 	{
 		const char *lang;
 		CallOptions o;
@@ -415,9 +394,13 @@ run_model(const JobRow *job, int n, BatchRow *rows)
 		int			m = 0;
 
 		if (done[first] || !rows[first].exists || !rows[first].source)
+		{
+			first++;
 			continue;
+		}
+		/* rows[first] and up to batch_size - 1 more of its language: the next slice may start here again */
 		lang = rows[first].lang;
-		for (int i = first; i < n; i++)
+		for (int i = first; i < n && m < job->batch_size; i++)
 			if (!done[i] && rows[i].exists && rows[i].source &&
 				((lang == NULL && rows[i].lang == NULL) ||
 				 (lang && rows[i].lang && strcmp(lang, rows[i].lang) == 0)))
@@ -453,70 +436,236 @@ run_model(const JobRow *job, int n, BatchRow *rows)
 	}
 }
 
-/*
- * Write each row whose source, language and target are still the ones read
- * (a target written by hand meanwhile stays).  Returns the rows written;
- * *stale gets the keys to queue again (a source changed under a job that
- * has no trigger to queue it).
- */
-static int64
-write_rows(const JobRow *job, const char *tbl, const char *match, int n, BatchRow *rows, List **stale)
+/* The batch's UPDATE: rows in parameters $1.. as arrays, or one row's values */
+static char *
+write_sql(const JobRow *job, const char *tbl, bool batch)
 {
-	Oid			t[5] = {TEXTOID, job->embed ? FLOAT4ARRAYOID : TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan;
-	AsTableOwner as;
-	int64		done = 0;
+	const char *cast = job->embed ? "::pg_catalog.float4[]" : "";
 
-	plan = SPI_prepare(psprintf("UPDATE %s t SET %s = $2 WHERE %s AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $3 "
-								"AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $4%s",
-								tbl, quote_identifier(job->target), match, quote_identifier(job->source),
-								quote_identifier(job->target),
-								job->lang_column ? psprintf(" AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $5",
-															quote_identifier(job->lang_column)) : ""),
-					   job->lang_column ? 5 : 4, t);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the write of job " INT64_FORMAT ": %s", job->id,
-			 SPI_result_code_string(SPI_result));
-	pgstat_report_activity(STATE_RUNNING, psprintf("writing %d rows", n));
-	table_owner_begin(&as, job->relid);
+	if (batch)
+		return psprintf("UPDATE %s t SET %s = u.out%s FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+						"pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(key, out, src, old, lang) "
+						"WHERE %s AND t.%s::pg_catalog.text IS NOT DISTINCT FROM u.src "
+						"AND t.%s::pg_catalog.text IS NOT DISTINCT FROM u.old%s RETURNING u.key",
+						tbl, quote_identifier(job->target), cast, key_match_sql(job, "u.key"),
+						quote_identifier(job->source), quote_identifier(job->target),
+						job->lang_column ? psprintf(" AND t.%s::pg_catalog.text IS NOT DISTINCT FROM u.lang",
+													quote_identifier(job->lang_column)) : "");
+	return psprintf("UPDATE %s t SET %s = $2%s WHERE %s AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $3 "
+					"AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $4%s RETURNING $1",
+					tbl, quote_identifier(job->target), cast, key_match_sql(job, "$1"), quote_identifier(job->source),
+					quote_identifier(job->target),
+					job->lang_column ? psprintf(" AND t.%s::pg_catalog.text IS NOT DISTINCT FROM $5",
+												quote_identifier(job->lang_column)) : "");
+}
+
+typedef struct WriteArgs
+{
+	SPIPlanPtr	plan;
+	Datum	   *values;
+	char	   *nulls;
+	int			n;
+	BatchRow   *rows;
+	bool	   *written;
+} WriteArgs;
+
+/* Run the write; mark the rows whose keys it returned. */
+static void
+write_fn(void *p)
+{
+	WriteArgs  *a = p;
+	int			ret = SPI_execute_plan(a->plan, a->values, a->nulls, false, 0);
+
+	if (ret != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "could not write the result: %s", SPI_result_code_string(ret));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		char	   *k = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+
+		for (int i = 0; i < a->n; i++)
+			if (!a->written[i] && strcmp(a->rows[i].key, k) == 0)
+			{
+				a->written[i] = true;
+				break;
+			}
+	}
+}
+
+static Datum
+text_array(int n, char **v)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n + 1));
+	bool	   *nulls = palloc(sizeof(bool) * (n + 1));
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
 	for (int i = 0; i < n; i++)
 	{
-		WriteArgs	wa;
-		Datum		v[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		nulls[i] = v[i] == NULL;
+		d[i] = v[i] ? CStringGetTextDatum(v[i]) : (Datum) 0;
+	}
+	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+}
 
+/*
+ * Write each row whose source, language and target are still the ones read
+ * (a target written by hand meanwhile stays): one UPDATE for the batch; if
+ * a row makes it fail, one UPDATE per row, so that only that row fails.
+ * Returns the rows written; *stale gets the keys to queue again (a source
+ * changed under a job that has no trigger to queue it).
+ */
+static int64
+write_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows, List **stale)
+{
+	JobAsTableOwner as;
+	int64		done = 0;
+	bool	   *skip = palloc0(sizeof(bool) * (n + 1));
+	bool	   *written = palloc0(sizeof(bool) * (n + 1));
+	char	  **key = palloc0(sizeof(char *) * (n + 1)),
+			  **out = palloc0(sizeof(char *) * (n + 1)),
+			  **src = palloc0(sizeof(char *) * (n + 1)),
+			  **old = palloc0(sizeof(char *) * (n + 1)),
+			  **lang = palloc0(sizeof(char *) * (n + 1));
+	int			m = 0;
+	int		   *idx = palloc(sizeof(int) * (n + 1));
+	WriteArgs	wa;
+
+	pgstat_report_activity(STATE_RUNNING, psprintf("writing %d rows", n));
+	JobAsTableOwnerBegin(&as, job->relid);	/* the key settings: real[] as text exactly */
+	for (int i = 0; i < n; i++)
+	{
 		if (!rows[i].exists || rows[i].failed)
-			continue;			/* deleted meanwhile; or failed */
-		/* the same translation is there already (a key queued twice): nothing to write */
-		if (!job->embed && rows[i].out && rows[i].old_target &&
-			strcmp(TextDatumGetCString(rows[i].out), rows[i].old_target) == 0)
 		{
+			skip[i] = true;		/* deleted meanwhile; or failed */
+			continue;
+		}
+		key[m] = rows[i].key;
+		out[m] = rows[i].out == (Datum) 0 ? NULL : job->embed ?
+			DatumGetCString(DirectFunctionCall1(array_out, rows[i].out)) : TextDatumGetCString(rows[i].out);
+		/* the same result is there already (a key queued twice): nothing to write */
+		if (out[m] && rows[i].old_target && strcmp(out[m], rows[i].old_target) == 0)
+		{
+			skip[i] = true;
 			done++;
 			continue;
 		}
-		v[0] = CStringGetTextDatum(rows[i].key);
-		v[1] = rows[i].out;
-		nulls[1] = rows[i].out ? ' ' : 'n';
-		v[2] = rows[i].source ? PointerGetDatum(rows[i].source) : (Datum) 0;
-		nulls[2] = rows[i].source ? ' ' : 'n';
-		v[3] = rows[i].old_target ? CStringGetTextDatum(rows[i].old_target) : (Datum) 0;
-		nulls[3] = rows[i].old_target ? ' ' : 'n';
-		v[4] = rows[i].lang ? CStringGetTextDatum(rows[i].lang) : (Datum) 0;
-		nulls[4] = rows[i].lang ? ' ' : 'n';
-		wa.plan = plan;
+		src[m] = rows[i].source ? text_to_cstring(rows[i].source) : NULL;
+		old[m] = rows[i].old_target;
+		lang[m] = rows[i].lang;
+		idx[m++] = i;
+	}
+	if (m > 0)
+	{
+		Oid			t[5] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+		Datum		v[5];
+		BatchRow	batch_error;
+		BatchRow   *wrows = palloc0(sizeof(BatchRow) * m);
+		bool	   *wwritten = palloc0(sizeof(bool) * m);
+		int			level;
+
+		memset(&batch_error, 0, sizeof(batch_error));
+		for (int j = 0; j < m; j++)
+			wrows[j].key = key[j];
+		v[0] = text_array(m, key);
+		v[1] = text_array(m, out);
+		v[2] = text_array(m, src);
+		v[3] = text_array(m, old);
+		v[4] = text_array(m, lang);
+		wa.plan = SPI_prepare(write_sql(job, tbl, true), 5, t);
+		if (wa.plan == NULL)
+			elog(ERROR, "could not prepare the write of job " INT64_FORMAT ": %s", job->id,
+				 SPI_result_code_string(SPI_result));
 		wa.values = v;
-		wa.nulls = nulls;
-		wa.processed = 0;
-		if (in_subxact(write_fn, &wa, &rows[i]))
+		wa.nulls = NULL;
+		wa.n = m;
+		wa.rows = wrows;
+		wa.written = wwritten;
+		level = index_lookups_begin();
+		if (!in_subxact(write_fn, &wa, &batch_error))
 		{
-			if (wa.processed > 0)
-				done++;
-			else if (!job->keep_in_sync)
-				*stale = lappend(*stale, rows[i].key);
+			/* a row made the batch fail: each row alone, to find it */
+			Oid			t1[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+			SPIPlanPtr	one = SPI_prepare(write_sql(job, tbl, false), job->lang_column ? 5 : 4, t1);
+
+			if (one == NULL)
+				elog(ERROR, "could not prepare the write of job " INT64_FORMAT ": %s", job->id,
+					 SPI_result_code_string(SPI_result));
+			memset(wwritten, 0, sizeof(bool) * m);
+			for (int j = 0; j < m; j++)
+			{
+				Datum		v1[5];
+				char		n1[5];
+				char	   *vals[5] = {key[j], out[j], src[j], old[j], lang[j]};
+				WriteArgs	wa1 = wa;
+
+				CHECK_FOR_INTERRUPTS();
+				for (int c = 0; c < 5; c++)
+				{
+					v1[c] = vals[c] ? CStringGetTextDatum(vals[c]) : (Datum) 0;
+					n1[c] = vals[c] ? ' ' : 'n';
+				}
+				wa1.plan = one;
+				wa1.values = v1;
+				wa1.nulls = n1;
+				(void) in_subxact(write_fn, &wa1, &rows[idx[j]]);
+			}
+		}
+		AtEOXact_GUC(true, level);
+		for (int j = 0; j < m; j++)
+			written[idx[j]] = wwritten[j];
+	}
+	JobAsTableOwnerEnd(&as);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (skip[i] || rows[i].failed)
+			continue;
+		if (written[i])
+			done++;
+		else if (!job->keep_in_sync)
+			*stale = lappend(*stale, &rows[i]);
+	}
+	return done;
+}
+
+/*
+ * Rows not written by a job without triggers: queue again those whose
+ * source (or language) changed since they were read; a target written by
+ * hand meanwhile stays as it is.
+ */
+static void
+requeue_stale(const JobRow *job, const char *tbl, List *stale)
+{
+	BatchRow   *again;
+	int			n = list_length(stale);
+	int			i = 0;
+	ListCell   *lc;
+	Oid			t[2] = {INT8OID, TEXTOID};
+
+	if (n == 0)
+		return;
+	again = palloc0(sizeof(BatchRow) * n);
+	foreach(lc, stale)
+		again[i++].key = ((BatchRow *) lfirst(lc))->key;
+	read_rows(job, tbl, n, again);
+	i = 0;
+	foreach(lc, stale)
+	{
+		BatchRow   *was = lfirst(lc);
+		BatchRow   *now = &again[i++];
+		bool		same_source = (was->source == NULL) == (now->source == NULL) &&
+			(was->source == NULL || strcmp(text_to_cstring(was->source), text_to_cstring(now->source)) == 0);
+		bool		same_lang = (was->lang == NULL) == (now->lang == NULL) &&
+			(was->lang == NULL || strcmp(was->lang, now->lang) == 0);
+
+		if (now->exists && (!same_source || !same_lang))
+		{
+			Datum		qv[2] = {Int64GetDatum(job->id), CStringGetTextDatum(now->key)};
+
+			JobExec(psprintf("INSERT INTO %s (job, keys, n) VALUES ($1, pg_catalog.jsonb_build_array($2::pg_catalog.jsonb), 1)",
+							 JobTable("transformer_job_queue")), 2, t, qv, NULL, SPI_OK_INSERT);
 		}
 	}
-	table_owner_end(&as);
-	return done;
 }
 
 static BatchResult
@@ -529,9 +678,7 @@ run_batch(const JobWorkerArgs *a)
 	int64		done,
 				failed = 0;
 	char	   *tbl;
-	char	   *match;
 	List	   *stale = NIL;
-	ListCell   *lc;
 
 	wait_job_writers(a->job);
 	{
@@ -570,20 +717,10 @@ run_batch(const JobWorkerArgs *a)
 	}
 
 	tbl = table_sql(&job);
-	match = key_match_sql(&job);
-	read_rows(&job, tbl, match, n, rows);
+	read_rows(&job, tbl, n, rows);
 	run_model(&job, n, rows);
-	done = write_rows(&job, tbl, match, n, rows, &stale);
-
-	/* keys to do again: a source changed under a job without trigger (its row re-read says so) */
-	foreach(lc, stale)
-	{
-		Oid			t[2] = {INT8OID, TEXTOID};
-		Datum		qv[2] = {Int64GetDatum(a->job), CStringGetTextDatum(lfirst(lc))};
-
-		JobExec(psprintf("INSERT INTO %s (job, keys, n) VALUES ($1, pg_catalog.jsonb_build_array($2::pg_catalog.jsonb), 1)",
-						 JobTable("transformer_job_queue")), 2, t, qv, NULL, SPI_OK_INSERT);
-	}
+	done = write_rows(&job, tbl, n, rows, &stale);
+	requeue_stale(&job, tbl, stale);
 
 	/* the rows that failed: kept aside with PostgreSQL's SQLSTATE and message */
 	for (int i = 0; i < n; i++)

@@ -11,7 +11,7 @@
 \set root `pwd`
 SET client_min_messages = warning;
 CREATE EXTENSION pgtap;
-SELECT plan(25);
+SELECT plan(27);
 
 -- what a user runs, on the coordinator
 CREATE EXTENSION transformer;
@@ -94,6 +94,14 @@ SELECT translate_column('docs', 'de', 'en', 'multi30k_de_en', keep_in_sync => fa
 SELECT ok(wait_for_job(:job, '5 min'), 'a job on the distributed table finishes');
 SELECT is((SELECT array_agg(en ORDER BY id) FROM docs), (SELECT array_agg(en ORDER BY id) FROM docs_local),
   'its workers wrote every shard''s rows: identical to one node''s UPDATE');
+-- an embedding job on the distributed table (issue 37)
+SELECT import_model('multi30k_sentence_de_en') \g /dev/null
+ALTER TABLE docs ADD COLUMN v real[];
+SELECT embed_column('docs', 'de', 'v', 'multi30k_sentence_de_en', keep_in_sync => false) AS ejob \gset
+SELECT ok(wait_for_job(:ejob, '5 min'), 'an embedding job on the distributed table finishes (it says it runs on the coordinator)');
+SELECT is((SELECT count(*)::int FROM docs WHERE v IS NULL
+           OR (SELECT max(abs(a - b)) FROM unnest(v, embed(de, 'multi30k_sentence_de_en')) u(a, b)) > 1e-6), 0,
+  'each shard''s rows hold embed() of their text');
 
 -- BLEU and chrF as partial aggregates
 SELECT matches(pg_temp.plan($$SELECT bleu(en, ref), chrf(en, ref) FROM docs$$),

@@ -19,7 +19,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 if [ ! -f "$($PG_CONFIG --pkglibdir)/citus.so" ]; then
-	echo "citus: Citus is not installed for PostgreSQL $($PG_CONFIG --version | sed 's/[^0-9.]//g'); skipped (install it from the Citus packages: see the README, Scaling out on Citus)"
+	echo "citus: Citus is not installed for PostgreSQL $($PG_CONFIG --version | sed -E 's/^PostgreSQL ([0-9.]+).*/\1/'); skipped (install it from the Citus packages: see the README, Scaling out on Citus)"
 	exit 0
 fi
 

@@ -22,7 +22,11 @@ German sentences of Multi30k train, five scenarios, each in its own database:
      waiting column says so), and starts once the first job's workers leave;
   6. several jobs, databases and roles (translate and embed): a clean restart
      resumed by the first use of each database, a kill -9 resumed with no use,
-     and rows inserted afterwards done by every synced job.
+     a kill -9 of the postmaster, no value written twice, and rows inserted
+     afterwards done by every synced job;
+  7. transformer.max_job_workers 2: one role's 7 jobs and another role's
+     job: never more than 2 workers, the other role's job is not starved,
+     parallel query still gets workers, and idle jobs hold no worker.
 
     test/jobs/run.py [--log FILE] [--only N[,N...]]
         root; python3-psycopg2; the installed extension.  --log: a copy of
@@ -804,7 +808,15 @@ def scenario_plural():
             t = "t_%s" % r
             fill(c, t, 1500 + 150 * i, 150)
             one(c, "ALTER TABLE %s ADD COLUMN v real[]" % t)
-            one(c, "ALTER TABLE %s OWNER TO %s" % (t, r))
+            # every committed write of a new value, to find one written twice
+            one(c, "CREATE TABLE %s_log (id int, col text)" % t)
+            one(c, "CREATE FUNCTION %s_log() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN "
+                   "IF NEW.en IS DISTINCT FROM OLD.en THEN INSERT INTO %s_log VALUES (NEW.id, 'en'); END IF; "
+                   "IF NEW.v IS DISTINCT FROM OLD.v THEN INSERT INTO %s_log VALUES (NEW.id, 'v'); END IF; "
+                   "RETURN NEW; END $f$" % (t, t, t))
+            one(c, "CREATE TRIGGER log BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s_log()" % (t, t))
+            for o in (t, t + "_log", "FUNCTION %s_log()" % t):
+                one(c, "ALTER %s OWNER TO %s" % (o if o.startswith("FUNCTION") else "TABLE " + o, r))
             one(c, "SET ROLE %s" % r)
             jobs[(d, t, "en")] = one(c, "SELECT translate_column(%s, 'de', 'en', %s, keep_in_sync => %s)", t, MODEL, i == 0)
             jobs[(d, t, "v")] = one(c, "SELECT embed_column(%s, 'de', 'v', 'multi30k_sentence_de_en')", t)
@@ -824,12 +836,32 @@ def scenario_plural():
         time.sleep(0.1)
     workers = job_workers(c)
     close(c)
-    if workers:
-        before = C.crash_restarts()
-        os.kill(workers[0][0], signal.SIGKILL)
-        deadline = time.time() + 30
-        while time.time() < deadline and C.crash_restarts() == before:
-            time.sleep(0.05)
+    if not workers:
+        raise Failure("plural: no job worker ran within 60 s of the first use after a clean restart")
+    before = C.crash_restarts()
+    os.kill(workers[0][0], signal.SIGKILL)
+    deadline = time.time() + 30
+    while time.time() < deadline and C.crash_restarts() == before:
+        time.sleep(0.05)
+    # then kill -9 of the postmaster itself, mid-backfill: started again, the first use resumes
+    time.sleep(1.5)
+    c = connect_retry("p1")
+    pending = one(c, "SELECT sum(rows_pending) FROM transformer_jobs")
+    close(c)
+    with open(os.path.join(C.data, "postmaster.pid")) as f:
+        pm = int(f.readline())
+    children = [int(p) for p in subprocess.run(["pgrep", "-P", str(pm)], stdout=subprocess.PIPE,
+                                               text=True).stdout.split()]
+    os.kill(pm, signal.SIGKILL)
+    # its children leave once they see the postmaster gone; then the server starts again
+    deadline = time.time() + 60
+    while time.time() < deadline and any(os.path.exists("/proc/%d" % p) for p in children):
+        time.sleep(0.2)
+    C.start()
+    for d in dbs:
+        c = connect_retry(d)
+        one(c, "SELECT transformer_version()")       # the first use after the start
+        close(c)
     t0 = time.time()
     states = {}
     while time.time() - t0 < 240:
@@ -869,9 +901,100 @@ def scenario_plural():
             if bad or badv:
                 raise Failure("plural: %s.%s: %d rows not translated, %d vectors wrong" % (d, t, bad, badv))
         close(c)
+    for d in dbs:
+        c = connect(d)
+        for r in ("tf_p_alice", "tf_p_bob"):
+            twice = q(c, "SELECT id, col, count(*) FROM t_%s_log GROUP BY id, col HAVING count(*) > 1" % r)
+            missing = one(c, "SELECT count(*) FROM t_%s t WHERE NOT EXISTS (SELECT FROM t_%s_log l WHERE l.id = t.id "
+                             "AND l.col = 'v')" % (r, r))
+            if twice or missing:
+                raise Failure("plural: %s.t_%s: written twice %s, %d rows without a logged vector write"
+                              % (d, r, twice[:5], missing))
+        close(c)
     log("jobs: several jobs: 2 databases x 2 roles x (translate, embed), 8 jobs; a clean restart resumed by the first use "
-        "of each database, a kill -9 of a worker resumed with no use; all done %.1f s after the kill, and rows inserted "
-        "later done by every synced job" % (time.time() - t0))
+        "of each database, a kill -9 of a worker (crash restart, no use) and of the postmaster (%s rows pending; started "
+        "again, first use); all done %.1f s after it, no value written twice, and rows inserted later done by every "
+        "synced job" % (pending, time.time() - t0))
+
+
+# ------------------------------------------------------------------ 7. the cap and the fair shares
+def scenario_fair():
+    """transformer.max_job_workers 2: one role's 7 jobs with backlogs, then another role's job.
+    Never more than 2 job workers; the second role's job gets a worker and finishes while the
+    first role's backlog is still pending; parallel query still launches workers; and once
+    every queue is empty, no job worker is left (idle syncing jobs hold no slot)."""
+    admin = connect("postgres")
+    one(admin, "ALTER SYSTEM SET transformer.max_job_workers = 2")
+    one(admin, "SELECT pg_reload_conf()")
+    for r in ("tf_f_many", "tf_f_one"):
+        one(admin, "DROP ROLE IF EXISTS %s" % r)
+        one(admin, "CREATE ROLE %s LOGIN" % r)
+    close(admin)
+    try:
+        c = new_db("s7")
+        for i in range(7):
+            fill(c, "m%d" % i, 2000 + 300 * i, 300)
+            one(c, "ALTER TABLE m%d OWNER TO tf_f_many" % i)
+        fill(c, "o", 4200, 40)
+        one(c, "ALTER TABLE o OWNER TO tf_f_one")
+        one(c, "CREATE TABLE big AS SELECT g AS x FROM generate_series(1, 2000000) g")
+        one(c, "ANALYZE big")
+        one(c, "SET ROLE tf_f_many")
+        many = [one(c, "SELECT translate_column('m%d', 'de', 'en', %%s, workers => 2)" % i, MODEL) for i in range(7)]
+        one(c, "RESET ROLE")
+        most, samples = 0, 0
+        deadline = time.time() + 30
+        while len(job_workers(c)) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        one(c, "SET ROLE tf_f_one")
+        t0 = time.time()
+        o = one(c, "SELECT translate_column('o', 'de', 'en', %s)", MODEL)
+        one(c, "RESET ROLE")
+        o_done = None
+        while time.time() - t0 < 120 and o_done is None:
+            n = len(job_workers(c))
+            most, samples = max(most, n), samples + 1
+            if one(c, "SELECT state FROM transformer_jobs WHERE id = %s", o) == "syncing":
+                o_done = time.time() - t0
+            time.sleep(0.05)
+        many_pending = one(c, "SELECT sum(rows_pending) FROM transformer_jobs WHERE owner = 'tf_f_many'::regrole")
+        one(c, "SET max_parallel_workers_per_gather = 2")
+        one(c, "SET parallel_setup_cost = 0")
+        one(c, "SET parallel_tuple_cost = 0")
+        plan = one(c, "EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM big")
+        launched = plan[0]["Plan"].get("Plans", [{}])[0].get("Workers Launched", 0)
+        if o_done is None:
+            raise Failure("fair shares: the other role's job did not finish within 120 s while 7 jobs of one role ran: %s"
+                          % job_row(c, o))
+        if not many_pending:
+            raise Failure("fair shares: the 7 jobs were done before the other role's job (%.1f s): nothing was shown"
+                          % o_done)
+        if most > 2:
+            raise Failure("fair shares: %d job workers at once with transformer.max_job_workers 2" % most)
+        if launched < 1:
+            raise Failure("fair shares: a parallel query launched no worker while the jobs ran: %s" % plan)
+        for j in many:
+            one(c, "SELECT wait_for_job(%s, '5 min')", j)
+        deadline = time.time() + 20
+        while job_workers(c) and time.time() < deadline:
+            time.sleep(0.1)
+        left = job_workers(c)
+        if left:
+            raise Failure("fair shares: job workers left with every queue empty: %s" % left)
+        bad = sum(one(c, "SELECT count(*) FROM %s WHERE en IS DISTINCT FROM translate(de, %%s)" % t, MODEL)
+                  for t in ["m%d" % i for i in range(7)] + ["o"])
+        if bad:
+            raise Failure("fair shares: %d rows not translated" % bad)
+        close(c)
+        log("jobs: fair shares: max_job_workers 2, one role's 7 jobs (2,100 rows) running: another role's job done "
+            "%.1f s after it was declared, with %d rows of the 7 still pending; at most %d job workers in %d samples; "
+            "a parallel query launched %d workers meanwhile; no worker left once the queues were empty"
+            % (o_done, many_pending, most, samples, launched))
+    finally:
+        admin = connect_retry("postgres")
+        one(admin, "ALTER SYSTEM RESET transformer.max_job_workers")
+        one(admin, "SELECT pg_reload_conf()")
+        close(admin)
 
 
 # ------------------------------------------------------------------ main
@@ -890,11 +1013,11 @@ def main():
     while args:
         if args[0] == "--log" and len(args) > 1:
             SAVE_LOG = os.path.abspath(args[1])
-        elif args[0] == "--only" and len(args) > 1 and re.fullmatch(r"[1-6](,[1-6])*", args[1]):
+        elif args[0] == "--only" and len(args) > 1 and re.fullmatch(r"[1-7](,[1-7])*", args[1]):
             only = set(int(n) for n in args[1].split(","))
         else:
             sys.exit("usage: test/jobs/run.py [--log FILE] [--only N[,N...]]\n"
-                     "  --log FILE  a copy of the whole server log;  --only  the scenarios 1-6 to run")
+                     "  --log FILE  a copy of the whole server log;  --only  the scenarios 1-7 to run")
         args = args[2:]
     if os.geteuid() != 0:
         sys.exit("jobs: run as root (the cluster runs as postgres, and the test kills its processes)")
@@ -967,7 +1090,7 @@ def main():
 
 
 SCENARIOS = [scenario_kill_loop, scenario_crash_no_use, scenario_clean_restart, scenario_preload, scenario_no_slot,
-             scenario_plural]
+             scenario_plural, scenario_fair]
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ class Suite:
 
     def prepare(self):
         env = self.server.env
-        run(["dropdb", "--if-exists", "mutation_tap"], env=env)
+        run(["dropdb", "--force", "--if-exists", "mutation_tap"], env=env)
         run(["createdb", "-E", "UTF8", "-T", "template0", "mutation_tap"], env=env)
         run(["psql", "-X", "-q", "-d", "mutation_tap", "-c", "CREATE EXTENSION pgtap"], env=env)
 

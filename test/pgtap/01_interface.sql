@@ -35,7 +35,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'tokenize', 'tokens', 'detokenize', 'import_model', 'load_model', 'export_model',
                                  'drop_model', 'quantize_model', 'embed', 'input_embeddings', 'encode', 'encoder_output', 'translate', 'generate', 'sentences',
                                  'set_model_languages', 'attention_map', 'align', 'attention_svg', 'transformer_weight_files',
-                                 'transformer_guard_drop', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job',
+                                 'transformer_guard_drop', 'translate_column', 'embed_column', 'wait_for_job', 'pause_job', 'resume_job',
                                  'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
                                  'set_model_segment_length', 'measure_segment_length', 'transformer_version',
                                  'transformer_model_stats', 'transformer_stat_reset')
@@ -62,7 +62,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
                              'set_model_segment_length(text,integer)', 'transformer_stat_reset(text)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
-                             'translate_column(regclass,text,text,text,integer,boolean,integer,integer)', 'wait_for_job(bigint,interval)',
+                             'translate_column(regclass,text,text,text,integer,boolean,integer,integer,text,text[],text,text,text)',
+                             'embed_column(regclass,text,text,text,integer,boolean,integer)', 'wait_for_job(bigint,interval)',
                              'transformer_job_sync()')), NULL,
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');

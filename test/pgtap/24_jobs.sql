@@ -86,8 +86,8 @@ SELECT is((SELECT concat_ws(' ', "table", source, target, model, state, workers,
 SELECT is((SELECT rows_total FROM transformer_jobs WHERE id = :job), 4::bigint, 'rows_total counts done, failed and pending');
 SELECT throws_ok($$SELECT translate_column('jdocs', 'de', 'en', 'multi30k_de_en')$$, '42710',
   NULL, 'a second job on the same target column is refused');
-SELECT is((SELECT count(*) FROM pg_stat_activity WHERE application_name = 'transformer job ' || :job || ' worker 1'
-           AND backend_type = application_name), 1::bigint, 'the worker shows in pg_stat_activity as "transformer job N worker 1"');
+SELECT is((SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'transformer job supervisor'
+           AND datname = current_database()), 1::bigint, 'the database''s supervisor shows in pg_stat_activity as "transformer job supervisor"');
 
 -- 3. keeping in sync: inserts, source updates, a cleared target
 INSERT INTO jdocs VALUES (7, 'Ein Hund rennt über die Wiese.', NULL);

@@ -14,7 +14,7 @@
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS transformer CASCADE;
 DROP TABLE IF EXISTS kdate, kts, kfloat, knum, ktext, kuuid, kpair, khand, kowned, kspy, krev, kdrop, kcol, khtml,
-  kmixed, kemb, kvec, kidle CASCADE;
+  kmixed, kemb, kvec, kidle, keta, kpart CASCADE;
 DO $$
 DECLARE r text;
 BEGIN
@@ -29,7 +29,7 @@ CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT import_model('multi30k_sentence_de_en') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(37);
+SELECT plan(45);
 
 CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE s text;
@@ -117,10 +117,29 @@ SELECT resume_job(:jtext);
 SELECT ok(wait_for_job(:jtext, '2 min'), 'a key changed while queued: the job finishes');
 SELECT is((SELECT en FROM ktext WHERE k = 'neu'), translate('Ein Kind malt.', 'multi30k_de_en'), 'the row is found under its new key');
 
+-- a partitioned table: rows written through the parent, to a partition directly, and to a partition attached later
+CREATE TABLE kpart (id int PRIMARY KEY, de text, en text) PARTITION BY RANGE (id);
+CREATE TABLE kpart_1 PARTITION OF kpart FOR VALUES FROM (0) TO (100);
+CREATE TABLE kpart_2 PARTITION OF kpart FOR VALUES FROM (100) TO (200);
+INSERT INTO kpart VALUES (1, 'Ein Hund.', NULL);
+SELECT translate_column('kpart', 'de', 'en', 'multi30k_de_en') AS jpart \gset
+INSERT INTO kpart VALUES (2, 'Eine Katze.', NULL);
+INSERT INTO kpart_2 VALUES (150, 'Ein Vogel.', NULL);
+CREATE TABLE kpart_3 PARTITION OF kpart FOR VALUES FROM (200) TO (300);
+INSERT INTO kpart_3 VALUES (250, 'Ein Fisch.', NULL);
+UPDATE kpart SET de = 'Ein Pferd.' WHERE id = 1;
+SELECT ok(wait_for_job(:jpart, '2 min'), 'a partitioned table: the job finishes');
+SELECT is(pg_temp.bad_rows('kpart'), 0::bigint,
+  'rows written through the parent, to a partition directly and to one attached later are all translated');
+
 -- 2. hand edits survive: the rule is "the source changed", never "the row was touched"
 CREATE TABLE khand (id int PRIMARY KEY, de text, en text);
 INSERT INTO khand VALUES (1, 'Ein Hund.', NULL), (2, 'Eine Katze.', NULL), (3, 'Ein Mann.', NULL);
 SELECT translate_column('khand', 'de', 'en', 'multi30k_de_en') AS jhand \gset
+SELECT is((SELECT string_agg(tgname || ' ' || CASE WHEN tgtype & 1 = 1 THEN 'row' ELSE 'statement' END, ', ' ORDER BY tgname)
+           FROM pg_trigger WHERE tgrelid = 'khand'::regclass),
+  'transformer_job_' || :jhand || '_insert statement, transformer_job_' || :jhand || '_update statement',
+  'keep_in_sync: two statement triggers (insert, update) with transition tables');
 SELECT ok(wait_for_job(:jhand, '2 min'), 'hand edits: the backfill finishes');
 UPDATE khand SET de = 'Ein Junge rennt.', en = 'manual' WHERE id = 1;
 UPDATE khand SET en = 'by hand' WHERE id = 2;
@@ -220,6 +239,26 @@ SELECT is(pg_temp.job_processes(), 0::bigint, 'once the queues are empty, no job
 SELECT is((SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'transformer job supervisor' AND datname = current_database()),
   1::bigint, 'one supervisor watches the database''s jobs');
 
+-- progress during a backlog: a rate and an ETA
+CREATE TABLE keta (id int PRIMARY KEY, de text, en text);
+INSERT INTO keta SELECT i, 'Ein Hund Nummer ' || i || ' rennt über die große Wiese am Fluss.', NULL FROM generate_series(1, 300) i;
+SELECT translate_column('keta', 'de', 'en', 'multi30k_de_en', batch_size => 4) AS jeta \gset
+CREATE FUNCTION pg_temp.mid_backlog(job bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR i IN 1..3000 LOOP
+    SELECT * INTO r FROM transformer_jobs WHERE id = job;
+    IF r.rows_done >= 8 AND r.rows_pending > 0 THEN
+      RETURN concat_ws(' ', r.state, r.activity, r.rows_per_second > 0, r.eta > clock_timestamp());
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN 'no moment with rows done and rows pending';
+END $$;
+SELECT is(pg_temp.mid_backlog(:jeta), 'running backfilling t t',
+  'during a backlog: running, backfilling, a rate over the last minute and an ETA in the future');
+SELECT ok(wait_for_job(:jeta, '2 min'), 'the backlog is done');
+
 -- 5. translate()'s options, and a source language per row
 CREATE TABLE khtml (id int PRIMARY KEY, de text, en text);
 INSERT INTO khtml VALUES (1, '<p>Ein <b>Hund</b> rennt.</p>', NULL), (2, '<ul><li>Eine Katze.</li></ul>', NULL);
@@ -248,11 +287,27 @@ SELECT is((SELECT count(*) FROM kemb WHERE v IS NULL
   0::bigint, 'each vector equals embed() of its row (backfill and sync)');
 SELECT is((SELECT kind FROM transformer_jobs WHERE id = :jemb), 'embed', 'transformer_jobs lists it with its kind');
 
+SELECT throws_ok($$SELECT embed_column('kemb', 'de', 'id', 'multi30k_sentence_de_en')$$, '42804',
+  'target column "id" must be of type real[] or vector', 'an embedding target must take real[]');
+SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector') AS have_vector \gset
+\if :have_vector
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE kvec (id int PRIMARY KEY, de text, v vector(256));
+INSERT INTO kvec SELECT i, 'Eine Frau Nummer ' || i || ' singt.', NULL FROM generate_series(1, 10) i;
+SELECT embed_column('kvec', 'de', 'v', 'multi30k_sentence_de_en') AS jvec \gset
+SELECT ok(wait_for_job(:jvec, '2 min'), 'embed_column() into pgvector''s vector(256): the job finishes');
+SELECT is((SELECT count(*) FROM kvec WHERE v IS NULL OR (SELECT max(abs(a - b)) FROM
+           unnest(v::real[], embed(de, 'multi30k_sentence_de_en')) AS u(a, b)) > 1e-6), 0::bigint,
+  'each vector equals embed() of its row');
+\else
+SELECT skip('pgvector is not installed here (it is not a Debian package; see the README)', 2);
+\endif
+
 SELECT * FROM finish();
 SELECT cancel_job(id) FROM transformer_jobs WHERE state NOT IN ('cancelled') \g /dev/null
 DROP EXTENSION transformer CASCADE;
 DROP TABLE IF EXISTS kdate, kts, kfloat, knum, ktext, kuuid, kpair, khand, kowned, kspy, krev, kdrop, kcol, khtml,
-  kmixed, kemb, kvec, kidle CASCADE;
+  kmixed, kemb, kvec, kidle, keta, kpart CASCADE;
 DROP FUNCTION IF EXISTS kescalate(), kdefiner();
 REVOKE CREATE ON SCHEMA public FROM tf_trust_owner;
 DROP OWNED BY tf_trust_owner;
