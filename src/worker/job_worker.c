@@ -34,6 +34,7 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -541,7 +542,7 @@ write_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows, List **sta
 		}
 		key[m] = rows[i].key;
 		out[m] = rows[i].out == (Datum) 0 ? NULL : job->embed ?
-			DatumGetCString(DirectFunctionCall1(array_out, rows[i].out)) : TextDatumGetCString(rows[i].out);
+			OidOutputFunctionCall(F_ARRAY_OUT, rows[i].out) : TextDatumGetCString(rows[i].out);
 		/* the same result is there already (a key queued twice): nothing to write */
 		if (out[m] && rows[i].old_target && strcmp(out[m], rows[i].old_target) == 0)
 		{
