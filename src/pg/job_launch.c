@@ -11,6 +11,7 @@
 
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
@@ -59,6 +60,8 @@ typedef struct JobShared
 	slock_t		mutex;
 	SupervisorEntry sup[MAX_SUPERVISORS];
 	JobEntry	jobs[MAX_JOB_ENTRIES];
+	/* databases whose supervisor left with no unfinished job: a first use there starts none */
+	Oid			quiet[MAX_SUPERVISORS];
 } JobShared;
 
 static JobShared *
@@ -112,7 +115,40 @@ find_supervisor(JobShared *s, Oid db)
 }
 
 void
-EnsureJobSupervisor(Oid db)
+MarkJobsQuiet(Oid db, bool quiet)
+{
+	JobShared  *s = job_shared();
+	int			free_slot = -1;
+	bool		found = false;
+
+	SpinLockAcquire(&s->mutex);
+	for (int i = 0; i < MAX_SUPERVISORS; i++)
+	{
+		if (s->quiet[i] == db)
+		{
+			found = true;
+			if (!quiet)
+				s->quiet[i] = InvalidOid;
+		}
+		else if (s->quiet[i] == InvalidOid && free_slot < 0)
+			free_slot = i;
+	}
+	if (quiet && !found && free_slot >= 0)
+		s->quiet[free_slot] = db;
+	SpinLockRelease(&s->mutex);
+}
+
+static bool
+jobs_quiet(JobShared *s, Oid db)
+{
+	for (int i = 0; i < MAX_SUPERVISORS; i++)
+		if (s->quiet[i] == db)
+			return true;
+	return false;
+}
+
+void
+EnsureJobSupervisor(Oid db, bool force)
 {
 	JobShared  *s = job_shared();
 	TimestampTz now = GetCurrentTimestamp();
@@ -120,7 +156,16 @@ EnsureJobSupervisor(Oid db)
 	int			wake = -1;
 	bool		need = false;
 
+	if (RecoveryInProgress())
+		return;					/* a standby runs no jobs (its supervisor could not start) */
+	if (force)
+		MarkJobsQuiet(db, false);
 	SpinLockAcquire(&s->mutex);
+	if (!force && jobs_quiet(s, db))
+	{
+		SpinLockRelease(&s->mutex);
+		return;
+	}
 	i = find_supervisor(s, db);
 	if (i >= 0 && !s->sup[i].running &&
 		TimestampDifferenceExceeds(s->sup[i].since, now, SUPERVISOR_START_TIMEOUT_MS))
@@ -206,7 +251,7 @@ job_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT && supervisor_at_commit)
 	{
 		supervisor_at_commit = false;
-		EnsureJobSupervisor(MyDatabaseId);
+		EnsureJobSupervisor(MyDatabaseId, true);
 	}
 	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 		supervisor_at_commit = false;
@@ -236,7 +281,7 @@ MaybeResumeJobs(void)
 		!OidIsValid(MyDatabaseId))
 		return;
 	done_here = true;
-	EnsureJobSupervisor(MyDatabaseId);
+	EnsureJobSupervisor(MyDatabaseId, false);
 }
 
 void

@@ -142,10 +142,13 @@ extern char *JobPrivilegeProblem(Oid relid, Oid role, const char *source, const 
 
 /*
  * A supervisor for db, if none runs: now (a job committed earlier: the
- * first use after a start), or when the current transaction commits
+ * first use after a start; force false skips a database whose last
+ * supervisor found nothing to do), or when the current transaction commits
  * (a job declared, resumed, rows queued in it).  Cheap when one runs.
  */
-extern void EnsureJobSupervisor(Oid db);
+extern void EnsureJobSupervisor(Oid db, bool force);
+/* A supervisor left db with no unfinished job (quiet), or work may come (not): force = false skips quiet ones */
+extern void MarkJobsQuiet(Oid db, bool quiet);
 extern void EnsureJobSupervisorAtCommit(void);
 
 /* The first use of the extension in a database after a server start: its supervisor. */

@@ -784,7 +784,7 @@ wait_for_job(PG_FUNCTION_ARGS)
 		/* the database's supervisor, if none runs (it was stopped, or never started since the server did) */
 		if (GetCurrentTimestamp() >= next_ensure)
 		{
-			EnsureJobSupervisor(MyDatabaseId);
+			EnsureJobSupervisor(MyDatabaseId, true);
 			next_ensure = GetCurrentTimestamp() + 2 * USECS_PER_SEC;
 		}
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)

@@ -162,4 +162,7 @@ _PG_init(void)
 	InitDecodeWorkspace();
 	tf_blas_init();
 	apply_threads(call_threads, max_threads);
+
+	/* the first use of the library in a database after a server start: its jobs' supervisor */
+	MaybeResumeJobs();
 }

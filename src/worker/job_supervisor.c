@@ -365,6 +365,7 @@ transformer_job_supervisor(Datum main_arg)
 	am_job_worker = true;
 	if (!ClaimSupervisor(my_db))
 		proc_exit(0);			/* another one runs */
+	MarkJobsQuiet(my_db, false);
 	before_shmem_exit(supervisor_exit, (Datum) 0);
 	pgstat_report_appname("transformer job supervisor");
 
@@ -424,7 +425,12 @@ transformer_job_supervisor(Datum main_arg)
 		if (released)
 		{
 			/* the last look after letting go found work: take it back, unless another took it */
-			if (unfinished == 0 || !ClaimSupervisor(my_db))
+			if (unfinished == 0)
+			{
+				MarkJobsQuiet(my_db, true);
+				break;
+			}
+			if (!ClaimSupervisor(my_db))
 				break;
 			released = false;
 		}

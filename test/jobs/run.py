@@ -744,6 +744,17 @@ def check_model_stats(c, rows):
 
 # ------------------------------------------------------------------ 5. no free worker slot
 def scenario_no_slot():
+    try:
+        no_slot()
+    finally:
+        c = connect_retry("postgres")
+        one(c, "ALTER SYSTEM RESET max_worker_processes")
+        one(c, "ALTER SYSTEM RESET max_logical_replication_workers")
+        close(c)
+        C.restart()
+
+
+def no_slot():
     c = connect("postgres")
     one(c, "ALTER SYSTEM SET max_worker_processes = 2")
     # the logical replication launcher would take one of the two slots
@@ -762,8 +773,17 @@ def scenario_no_slot():
         time.sleep(0.1)
     time.sleep(0.5)
     a = one(c, "SELECT translate_column('ta', 'de', 'en', %s, workers => 2, keep_in_sync => false)", MODEL)
+    # A's supervisor starts at the commit, and A's worker takes the last slot
+    deadline = time.time() + 30
+    while not job_workers(c, a) and time.time() < deadline:
+        time.sleep(0.05)
     b = one(c, "SELECT translate_column('tb', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
-    ra, rb = job_row(c, a), job_row(c, b)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        ra, rb = job_row(c, a), job_row(c, b)
+        if rb["waiting"]:
+            break
+        time.sleep(0.05)
     wa = job_workers(c, a)
     if ra["state"] not in ("queued", "running") or ra["rows_pending"] == 0:
         raise Failure("no free slot: job A %s is no longer running when B is declared: %s" % (a, ra))
@@ -806,7 +826,7 @@ def scenario_plural():
         one(c, "SELECT import_model('multi30k_sentence_de_en')")
         for i, r in enumerate(("tf_p_alice", "tf_p_bob")):
             t = "t_%s" % r
-            fill(c, t, 1500 + 150 * i, 150)
+            fill(c, t, 1500 + 300 * i, 300)
             one(c, "ALTER TABLE %s ADD COLUMN v real[]" % t)
             # every committed write of a new value, to find one written twice
             one(c, "CREATE TABLE %s_log (id int, col text)" % t)
@@ -843,11 +863,19 @@ def scenario_plural():
     deadline = time.time() + 30
     while time.time() < deadline and C.crash_restarts() == before:
         time.sleep(0.05)
-    # then kill -9 of the postmaster itself, mid-backfill: started again, the first use resumes
-    time.sleep(1.5)
-    c = connect_retry("p1")
-    pending = one(c, "SELECT sum(rows_pending) FROM transformer_jobs")
-    close(c)
+    # then kill -9 of the postmaster itself, mid-backfill (once workers run again): started again, the first use resumes
+    deadline, pending = time.time() + 30, 0
+    while time.time() < deadline:
+        try:
+            c = connect_retry("p1")
+            pending = one(c, "SELECT sum(rows_pending) FROM transformer_jobs") or 0
+            running = job_workers(c)
+            close(c)
+            if running or not pending:
+                break
+        except psycopg2.Error:
+            pass
+        time.sleep(0.1)
     with open(os.path.join(C.data, "postmaster.pid")) as f:
         pm = int(f.readline())
     children = [int(p) for p in subprocess.run(["pgrep", "-P", str(pm)], stdout=subprocess.PIPE,
@@ -924,6 +952,7 @@ def scenario_fair():
     first role's backlog is still pending; parallel query still launches workers; and once
     every queue is empty, no job worker is left (idle syncing jobs hold no slot)."""
     admin = connect("postgres")
+    one(admin, "LOAD 'transformer'")           # its settings exist once the library is loaded
     one(admin, "ALTER SYSTEM SET transformer.max_job_workers = 2")
     one(admin, "SELECT pg_reload_conf()")
     for r in ("tf_f_many", "tf_f_one"):
@@ -992,6 +1021,7 @@ def scenario_fair():
             % (o_done, many_pending, most, samples, launched))
     finally:
         admin = connect_retry("postgres")
+        one(admin, "LOAD 'transformer'")
         one(admin, "ALTER SYSTEM RESET transformer.max_job_workers")
         one(admin, "SELECT pg_reload_conf()")
         close(admin)
