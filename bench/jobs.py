@@ -14,7 +14,7 @@ with the UPDATE's.  Then (issue 37):
   - embed_column() with 1 and 2 workers against UPDATE ... SET v = embed(de).
 Without ../shared/data it uses German sentences made from a small grammar.
 
-    pg_virtualenv bench/jobs.py [rows] [batch_size ...]
+    pg_virtualenv bench/jobs.py [rows] [batch_size ...]     (JOBS_BENCH_ROUNDS: rounds, 3)
 
 Needs python3-psycopg2 and a server (PGHOST etc.); max_worker_processes
 of at least 3.  Settings: the model's (beam 4), transformer.threads 1.
@@ -23,6 +23,7 @@ import gzip
 import io
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -30,6 +31,7 @@ import psycopg2
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 30000
 BATCHES = [int(b) for b in sys.argv[2:]] or [None]
+REPS = int(os.environ.get("JOBS_BENCH_ROUNDS", "3"))
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 DB = "transformer_bench_jobs"
 
@@ -112,29 +114,40 @@ def main():
     print("%d rows of Multi30k train German; %s, %d cores; PostgreSQL %s; beam 4 (the model's), "
           "transformer.threads 1, max_worker_processes %s"
           % (ROWS, cpu(), os.cpu_count(), one(c, "SHOW server_version"), one(c, "SHOW max_worker_processes")))
-    print("%-22s %-24s %9s %9s %14s %8s" % ("model", "method", "seconds", "rows/s", "first 1000 (s)", "x UPDATE"))
+    print("%-22s %-24s %9s %9s %14s %8s   (medians of %d rounds, [min, max] of the ratio)"
+          % ("model", "method", "seconds", "rows/s", "first 1000 (s)", "x UPDATE", REPS))
     for model in ("multi30k_de_en", "multi30k_de_en_int8"):
-        one(c, "UPDATE docs SET en_update = NULL, en = NULL")
-        one(c, "VACUUM docs")
         one(c, "SELECT translate('warm up', %s)", model)
-        t0 = time.time()
-        one(c, "UPDATE docs SET en_update = translate(de, %s)", model)
-        serial = time.time() - t0
-        print("%-22s %-24s %9.1f %9.1f %14.1f %8s" % (model, "serial UPDATE", serial, ROWS / serial, serial, "1.00"),
-              flush=True)
-        one_worker = None
         for batch in BATCHES:
+            # rounds of (serial UPDATE, 1 worker, 2 workers), alternating: a shared machine's speed drifts
+            times = {"serial": [], 1: [], 2: []}
+            firsts = {1: [], 2: []}
+            for _ in range(REPS):
+                one(c, "UPDATE docs SET en_update = NULL, en = NULL")
+                one(c, "VACUUM docs")
+                t0 = time.time()
+                one(c, "UPDATE docs SET en_update = translate(de, %s)", model)
+                times["serial"].append(time.time() - t0)
+                for workers in (1, 2):
+                    total, first, differ, failed = run_job(c, model, workers, batch)
+                    times[workers].append(total)
+                    firsts[workers].append(first)
+                    if differ or failed:
+                        print("  !! %d rows differ from the UPDATE's, %d failed" % (differ, failed))
+            serial = statistics.median(times["serial"])
+            print("%-22s %-24s %9.1f %9.1f %14.1f %8s" % (model, "serial UPDATE", serial, ROWS / serial, serial, "1.00"),
+                  flush=True)
             for workers in (1, 2):
-                total, first, differ, failed = run_job(c, model, workers, batch)
-                if workers == 1:
-                    one_worker = total
-                label = "job, %d worker%s%s" % (workers, "s" if workers > 1 else "",
-                                                 ", batch %d" % batch if batch else "")
-                print("%-22s %-24s %9.1f %9.1f %14.1f %8.2f%s" % (
-                    model, label, total, ROWS / total, first, serial / total,
-                    "" if workers == 1 else "  (%.2fx one worker)" % (one_worker / total)), flush=True)
-                if differ or failed:
-                    print("  !! %d rows differ from the UPDATE's, %d failed" % (differ, failed))
+                total = statistics.median(times[workers])
+                ratios = [u / j for u, j in zip(times["serial"], times[workers])]
+                label = "job, %d worker%s%s" % (workers, "s" if workers > 1 else "", ", batch %d" % batch if batch else "")
+                extra = ""
+                if workers == 2:
+                    per = [a / b for a, b in zip(times[1], times[2])]
+                    extra = "  (%.2fx one worker [%.2f, %.2f])" % (statistics.median(per), min(per), max(per))
+                print("%-22s %-24s %9.1f %9.1f %14.1f %8.2f [%.2f, %.2f]%s" % (
+                    model, label, total, ROWS / total, statistics.median(firsts[workers]), serial / total,
+                    min(ratios), max(ratios), extra), flush=True)
     small(c)
     sync_cost(c, lines)
     embeddings(c)
@@ -146,12 +159,19 @@ def small(c):
     """600 rows: 2 workers against a serial UPDATE, start-up included."""
     one(c, "CREATE TABLE small (id int PRIMARY KEY, de text NOT NULL, en text, en_update text)")
     one(c, "INSERT INTO small (id, de) SELECT id, de FROM docs WHERE id <= 600")
-    t0 = time.time()
-    one(c, "UPDATE small SET en_update = translate(de, 'multi30k_de_en')")
-    serial = time.time() - t0
-    total, _, differ, failed = run_job(c, "multi30k_de_en", 2, None, "small")
-    print("small table, 600 rows: serial UPDATE %.1f s; job with 2 workers %.1f s (start-up included): %.2fx%s"
-          % (serial, total, serial / total, "" if not (differ or failed) else "  !! %d differ, %d failed" % (differ, failed)),
+    serials, jobs = [], []
+    for _ in range(REPS):
+        one(c, "UPDATE small SET en_update = NULL")
+        t0 = time.time()
+        one(c, "UPDATE small SET en_update = translate(de, 'multi30k_de_en')")
+        serials.append(time.time() - t0)
+        total, _, differ, failed = run_job(c, "multi30k_de_en", 2, None, "small")
+        jobs.append(total)
+        if differ or failed:
+            print("  !! %d differ, %d failed" % (differ, failed))
+    ratios = [a / b for a, b in zip(serials, jobs)]
+    print("small table, 600 rows: serial UPDATE %.1f s; job with 2 workers %.1f s (start-up included): %.2fx [%.2f, %.2f]"
+          % (statistics.median(serials), statistics.median(jobs), statistics.median(ratios), min(ratios), max(ratios)),
           flush=True)
 
 
@@ -199,21 +219,29 @@ def embeddings(c):
     one(c, "CREATE TABLE emb (id int PRIMARY KEY, de text NOT NULL, v real[], v_update real[])")
     one(c, "INSERT INTO emb (id, de) SELECT id, de FROM src WHERE id <= %s", n)
     one(c, "SELECT embed('warm up', %s)", model)
-    serial = timed(c, "UPDATE emb SET v_update = embed(de, '%s')" % model)
+    times = {"serial": [], 1: [], 2: []}
+    for _ in range(REPS):
+        one(c, "UPDATE emb SET v_update = NULL")
+        times["serial"].append(timed(c, "UPDATE emb SET v_update = embed(de, '%s')" % model))
+        for workers in (1, 2):
+            one(c, "UPDATE emb SET v = NULL")
+            one(c, "VACUUM emb")
+            t0 = time.time()
+            job = one(c, "SELECT embed_column('emb', 'de', 'v', %s, workers => %s, keep_in_sync => false)", model, workers)
+            while one(c, "SELECT state FROM transformer_jobs WHERE id = %s", job) not in ("done", "failed", "cancelled"):
+                time.sleep(0.05)
+            times[workers].append(time.time() - t0)
+            differ = one(c, "SELECT count(*) FROM emb WHERE v IS NULL OR (SELECT max(abs(a - b)) FROM unnest(v, v_update) u(a, b)) > 1e-6")
+            one(c, "SELECT cancel_job(%s)", job)
+            if differ:
+                print("  !! %d vectors differ" % differ)
+    serial = statistics.median(times["serial"])
     print("embeddings, %d rows: serial UPDATE %.1f s (%.0f/s)" % (n, serial, n / serial), flush=True)
     for workers in (1, 2):
-        one(c, "UPDATE emb SET v = NULL")
-        one(c, "VACUUM emb")
-        t0 = time.time()
-        job = one(c, "SELECT embed_column('emb', 'de', 'v', %s, workers => %s, keep_in_sync => false)", model, workers)
-        while one(c, "SELECT state FROM transformer_jobs WHERE id = %s", job) not in ("done", "failed", "cancelled"):
-            time.sleep(0.1)
-        total = time.time() - t0
-        differ = one(c, "SELECT count(*) FROM emb WHERE v IS NULL OR (SELECT max(abs(a - b)) FROM unnest(v, v_update) u(a, b)) > 1e-6")
-        one(c, "SELECT cancel_job(%s)", job)
-        print("embeddings, embed_column() with %d worker%s: %.1f s (%.0f/s), %.2fx the UPDATE%s"
-              % (workers, "s" if workers > 1 else "", total, n / total, serial / total,
-                 "" if not differ else "  !! %d vectors differ" % differ), flush=True)
+        total = statistics.median(times[workers])
+        ratios = [a / b for a, b in zip(times["serial"], times[workers])]
+        print("embeddings, embed_column() with %d worker%s: %.1f s (%.0f/s), %.2fx the UPDATE [%.2f, %.2f]"
+              % (workers, "s" if workers > 1 else "", total, n / total, serial / total, min(ratios), max(ratios)), flush=True)
 
 
 if __name__ == "__main__":

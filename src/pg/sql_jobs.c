@@ -42,7 +42,7 @@
 extern char *transformer_default_model;
 
 #define DEFAULT_BATCH_SIZE 8
-#define DEFAULT_EMBED_BATCH_SIZE 64
+#define DEFAULT_EMBED_BATCH_SIZE 1
 #define MAX_JOB_WORKERS 64
 /* keys moved from the table to the queue per statement at declaration */
 #define BACKFILL_CHUNK 10000

@@ -74,7 +74,7 @@ static int	nstarted = 0;
 
 static Oid	my_db = InvalidOid;
 
-/* Did the last look find rows queued or workers running?  (else it sleeps 4 naptimes) */
+/* Did the last look find a job short of workers?  (else it sleeps 4 naptimes) */
 static bool busy = false;
 
 /*
@@ -289,9 +289,10 @@ supervise(void)
 		}
 	}
 	PostJobDemands(my_db, demand, nd);
+	/* a job that wants more workers than it has: look again soon (a stopping worker sets our latch) */
 	busy = false;
 	for (int d = 0; d < nd; d++)
-		busy |= demand[d].wanted > 0 || demand[d].running > 0;
+		busy |= demand[d].wanted > demand[d].running;
 
 	/* workers for the jobs with rows queued, within the cap and the role's share */
 	for (int d = 0; d < nd; d++)

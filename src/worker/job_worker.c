@@ -373,43 +373,62 @@ job_options(const JobRow *job, const char *lang, CallOptions *o)
 	}
 }
 
+/* Rows by source language (NULL first), then by the length of their source */
+static const BatchRow *sort_rows;
+
+static int
+by_language_and_length(const void *a, const void *b)
+{
+	const BatchRow *x = &sort_rows[*(const int *) a];
+	const BatchRow *y = &sort_rows[*(const int *) b];
+	int			c;
+
+	if ((x->lang == NULL) != (y->lang == NULL))
+		return x->lang == NULL ? -1 : 1;
+	if (x->lang && (c = strcmp(x->lang, y->lang)) != 0)
+		return c;
+	c = (int) (VARSIZE_ANY_EXHDR(x->source) > VARSIZE_ANY_EXHDR(y->source)) -
+		(int) (VARSIZE_ANY_EXHDR(x->source) < VARSIZE_ANY_EXHDR(y->source));
+	return c != 0 ? c : (*(const int *) a > *(const int *) b) - (*(const int *) a < *(const int *) b);
+}
+
 /*
- * Translate or embed the rows that have a source, a group of one source
- * language at a time; if a group fails, its rows one by one, to find the
- * rows at fault.
+ * Translate or embed the rows that have a source, batch_size at a time, a
+ * batch of one source language and of sources of about the same length (a
+ * beam search of a batch runs as long as its longest sentence; the
+ * packed encoder pays no padding either way); if a batch fails, its rows
+ * one by one, to find the rows at fault.
  */
 static void
 run_model(const JobRow *job, int n, BatchRow *rows)
 {
 	CachedModel *cm = GetModel(job->model);
-	bool	   *done = palloc0(sizeof(bool) * (n + 1));
+	int		   *order = palloc(sizeof(int) * (n + 1));
 	text	  **in = palloc0(sizeof(text *) * (n + 1));
 	Datum	   *out = palloc0(sizeof(Datum) * (n + 1));
-	int		   *idx = palloc(sizeof(int) * (n + 1));
+	int			count = 0;
 
-	for (int first = 0; first < n;)
+	for (int i = 0; i < n; i++)
+		if (rows[i].exists && rows[i].source)
+			order[count++] = i;
+	sort_rows = rows;
+	qsort(order, count, sizeof(int), by_language_and_length);
+	for (int first = 0; first < count;)
 	{
-		const char *lang;
+		const char *lang = rows[order[first]].lang;
 		CallOptions o;
 		ModelArgs	ma;
 		int			m = 0;
+		int		   *idx = order + first;
 
-		if (done[first] || !rows[first].exists || !rows[first].source)
+		while (first + m < count && m < job->batch_size &&
+			   ((lang == NULL && rows[idx[m]].lang == NULL) ||
+				(lang && rows[idx[m]].lang && strcmp(lang, rows[idx[m]].lang) == 0)))
 		{
-			first++;
-			continue;
+			in[m] = rows[idx[m]].source;
+			m++;
 		}
-		/* rows[first] and up to batch_size - 1 more of its language: the next slice may start here again */
-		lang = rows[first].lang;
-		for (int i = first; i < n && m < job->batch_size; i++)
-			if (!done[i] && rows[i].exists && rows[i].source &&
-				((lang == NULL && rows[i].lang == NULL) ||
-				 (lang && rows[i].lang && strcmp(lang, rows[i].lang) == 0)))
-			{
-				done[i] = true;
-				idx[m] = i;
-				in[m++] = rows[i].source;
-			}
+		first += m;
 		job_options(job, lang, &o);
 		ma.job = job;
 		ma.cm = cm;
@@ -816,6 +835,13 @@ transformer_job_main(Datum main_arg)
 	am_job_worker = true;
 	my_job = a.job;
 	my_worker = a.worker;
+
+	/*
+	 * A batch lost in a crash is done again: its queue rows come back with
+	 * it, since one transaction holds both.  So a commit need not wait for
+	 * the disk.
+	 */
+	SetConfigOption("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION);
 
 	snprintf(name, sizeof(name), "transformer job " INT64_FORMAT " worker %d", a.job, a.worker);
 	SetConfigOption("application_name", name, PGC_USERSET, PGC_S_SESSION);
