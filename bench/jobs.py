@@ -86,7 +86,7 @@ def run_job(c, model, workers, batch, table="docs"):
             first = time.time() - t0
         if state in ("done", "failed", "cancelled"):
             break
-        time.sleep(0.2)
+        time.sleep(0.01)
     total = time.time() - t0
     if state != "done":
         raise SystemExit("job %s ended %s: %s" % (job, state, one(c, "SELECT last_error FROM transformer_jobs WHERE id = %s", job)))
@@ -229,7 +229,7 @@ def embeddings(c):
             t0 = time.time()
             job = one(c, "SELECT embed_column('emb', 'de', 'v', %s, workers => %s, keep_in_sync => false)", model, workers)
             while one(c, "SELECT state FROM transformer_jobs WHERE id = %s", job) not in ("done", "failed", "cancelled"):
-                time.sleep(0.05)
+                time.sleep(0.01)
             times[workers].append(time.time() - t0)
             differ = one(c, "SELECT count(*) FROM emb WHERE v IS NULL OR (SELECT max(abs(a - b)) FROM unnest(v, v_update) u(a, b)) > 1e-6")
             one(c, "SELECT cancel_job(%s)", job)

@@ -19,9 +19,10 @@ COMMENT ON TABLE transformer_job IS
 DROP VIEW transformer_jobs;
 ALTER TABLE transformer_job_queue RENAME COLUMN key TO keys;
 ALTER TABLE transformer_job_queue ADD COLUMN n integer NOT NULL DEFAULT 1 CHECK (n > 0);
+ALTER TABLE transformer_job_queue ADD COLUMN targets jsonb;
 UPDATE transformer_job_queue SET keys = pg_catalog.jsonb_build_array(keys);
 COMMENT ON TABLE transformer_job_queue IS
-'the keys of the rows each job has still to do, in chunks: keys is a JSON array of n keys, each a JSON array of the key columns'' text written under fixed settings (DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output hex)';
+'the keys of the rows each job has still to do, in chunks: keys is a JSON array of n keys, each a JSON array of the key columns'' text written under fixed settings (DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output hex); targets, the hash of each row''s target when it was queued (null: NULL), so that a target written by hand since is left alone';
 
 -- the batches of the last minutes, for the rate over the last minute (since 0.9.0;
 -- the supervisor forgets batches older than 2 minutes)

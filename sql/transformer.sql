@@ -815,11 +815,12 @@ CREATE TABLE transformer_job_queue (
 	keys jsonb NOT NULL,
 	queued_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	-- since 0.9.0
-	n integer NOT NULL DEFAULT 1 CHECK (n > 0)
+	n integer NOT NULL DEFAULT 1 CHECK (n > 0),
+	targets jsonb
 );
 CREATE INDEX transformer_job_queue_job ON transformer_job_queue (job, id);
 COMMENT ON TABLE transformer_job_queue IS
-'the keys of the rows each job has still to do, in chunks: keys is a JSON array of n keys, each a JSON array of the key columns'' text written under fixed settings (DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output hex)';
+'the keys of the rows each job has still to do, in chunks: keys is a JSON array of n keys, each a JSON array of the key columns'' text written under fixed settings (DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output hex); targets, the hash of each row''s target when it was queued (null: NULL), so that a target written by hand since is left alone';
 SELECT pg_catalog.pg_extension_config_dump('transformer_job_queue', '');
 SELECT pg_catalog.pg_extension_config_dump('transformer_job_queue_id_seq', '');
 

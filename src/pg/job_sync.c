@@ -110,22 +110,39 @@ needs_queue(const SyncColumns *c, TupleTableSlot *os, TupleTableSlot *ns)
 		 ((tgt_changed && !is_null(os, c->target)) || key_changed));
 }
 
+/* Append the hash of slot's target to buf (JSON null for NULL): a hand edit since is then seen. */
+static void
+append_target(StringInfo buf, const SyncColumns *c, TupleTableSlot *slot)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, c->target, &isnull);
+	Form_pg_attribute f = TupleDescAttr(slot->tts_tupleDescriptor, c->target - 1);
+
+	if (isnull)
+		appendStringInfoString(buf, "null");
+	else
+		appendStringInfo(buf, "%u", datum_image_hash(d, f->attbyval, f->attlen));
+}
+
 /* Queue the chunks (SPI connected): one statement for all of them. */
 static void
-enqueue(int64 job, List *chunks, List *counts)
+enqueue(int64 job, List *chunks, List *targets, List *counts)
 {
 	JobAsOwner s;
 	Oid			queue_rel;
-	Datum		v[3];
+	Datum		v[4];
 	Datum	   *k = palloc(sizeof(Datum) * list_length(chunks));
+	Datum	   *tg = palloc(sizeof(Datum) * list_length(chunks));
 	Datum	   *n = palloc(sizeof(Datum) * list_length(chunks));
 	int			i = 0;
 	ListCell   *a,
-			   *b;
+			   *b,
+			   *t;
 
-	forboth(a, chunks, b, counts)
+	forthree(a, chunks, t, targets, b, counts)
 	{
 		k[i] = CStringGetTextDatum(lfirst(a));
+		tg[i] = CStringGetTextDatum(lfirst(t));
 		n[i] = Int32GetDatum(lfirst_int(b));
 		i++;
 	}
@@ -133,10 +150,11 @@ enqueue(int64 job, List *chunks, List *counts)
 	queue_rel = ExtensionTableOid("transformer_job_queue");
 	if (enqueue_plan == NULL || enqueue_plan_queue != queue_rel)
 	{
-		Oid			t[3] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID};
-		SPIPlanPtr	p = SPI_prepare(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::pg_catalog.jsonb, c "
-											 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(k, c)",
-											 JobTable("transformer_job_queue")), 3, t);
+		Oid			t[4] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
+		SPIPlanPtr	p = SPI_prepare(psprintf("INSERT INTO %s (job, keys, n, targets) SELECT $1, k::pg_catalog.jsonb, c, "
+											 "tg::pg_catalog.jsonb FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), "
+											 "pg_catalog.unnest($4)) AS u(k, c, tg)",
+											 JobTable("transformer_job_queue")), 4, t);
 
 		if (p == NULL || SPI_keepplan(p) != 0)
 			elog(ERROR, "could not prepare the queue insert");
@@ -148,6 +166,7 @@ enqueue(int64 job, List *chunks, List *counts)
 	v[0] = Int64GetDatum(job);
 	v[1] = PointerGetDatum(construct_array(k, i, TEXTOID, -1, false, TYPALIGN_INT));
 	v[2] = PointerGetDatum(construct_array(n, i, INT4OID, 4, true, TYPALIGN_INT));
+	v[3] = PointerGetDatum(construct_array(tg, i, TEXTOID, -1, false, TYPALIGN_INT));
 	if (SPI_execute_plan(enqueue_plan, v, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not queue the rows");
 	JobInternalEnd(&s);
@@ -197,9 +216,11 @@ statement_sync(TriggerData *td)
 	bool		update = TRIGGER_FIRED_BY_UPDATE(td->tg_event);
 	TupleTableSlot *ns,
 			   *os = NULL;
-	StringInfoData chunk;
+	StringInfoData chunk,
+				tchunk;
 	int			inchunk = 0;
 	List	   *chunks = NIL,
+			   *targets = NIL,
 			   *counts = NIL;
 	int			level;
 
@@ -221,6 +242,7 @@ statement_sync(TriggerData *td)
 		tuplestore_rescan(olds);
 	}
 	initStringInfo(&chunk);
+	initStringInfo(&tchunk);
 	/* an update's old and new rows are in the same order, one pair per row */
 	while (tuplestore_gettupleslot(news, true, false, ns))
 	{
@@ -231,24 +253,28 @@ statement_sync(TriggerData *td)
 		queue = needs_queue(&c, update ? os : NULL, ns);
 		if (!queue)
 			continue;
-		if (inchunk == 0)
-			appendStringInfoChar(&chunk, '[');
-		else
-			appendStringInfoString(&chunk, ", ");
+		appendStringInfoString(&chunk, inchunk == 0 ? "[" : ", ");
+		appendStringInfoString(&tchunk, inchunk == 0 ? "[" : ", ");
 		append_key(&chunk, &c, ns);
+		append_target(&tchunk, &c, ns);
 		if (++inchunk == c.chunk)
 		{
 			appendStringInfoChar(&chunk, ']');
+			appendStringInfoChar(&tchunk, ']');
 			chunks = lappend(chunks, pstrdup(chunk.data));
+			targets = lappend(targets, pstrdup(tchunk.data));
 			counts = lappend_int(counts, inchunk);
 			resetStringInfo(&chunk);
+			resetStringInfo(&tchunk);
 			inchunk = 0;
 		}
 	}
 	if (inchunk > 0)
 	{
 		appendStringInfoChar(&chunk, ']');
+		appendStringInfoChar(&tchunk, ']');
 		chunks = lappend(chunks, pstrdup(chunk.data));
+		targets = lappend(targets, pstrdup(tchunk.data));
 		counts = lappend_int(counts, inchunk);
 	}
 	ExecDropSingleTupleTableSlot(ns);
@@ -260,7 +286,7 @@ statement_sync(TriggerData *td)
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		enqueue(c.job, chunks, counts);
+		enqueue(c.job, chunks, targets, counts);
 		SPI_finish();
 	}
 	return PointerGetDatum(NULL);
@@ -281,7 +307,8 @@ row_sync(TriggerData *td)
 	bool		update = TRIGGER_FIRED_BY_UPDATE(td->tg_event);
 	TupleTableSlot *ns = update ? td->tg_newslot : td->tg_trigslot;
 	SyncColumns c;
-	StringInfoData key;
+	StringInfoData key,
+				target;
 	int			level;
 
 	if (tg->tgnargs < 4 || (tg->tgargs[0][0] == 'r' && tg->tgnargs < 6))
@@ -323,10 +350,14 @@ row_sync(TriggerData *td)
 	appendStringInfoChar(&key, '[');
 	append_key(&key, &c, ns);
 	appendStringInfoChar(&key, ']');
+	initStringInfo(&target);
+	appendStringInfoChar(&target, '[');
+	append_target(&target, &c, ns);
+	appendStringInfoChar(&target, ']');
 	JobKeySettingsEnd(level);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	enqueue(c.job, list_make1(key.data), list_make1_int(1));
+	enqueue(c.job, list_make1(key.data), list_make1(target.data), list_make1_int(1));
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }

@@ -576,7 +576,7 @@ declare_job(JobSpec *js)
 	{
 		Portal		cur;
 		SPIPlanPtr	plan;
-		Oid			t[3] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID};
+		Oid			t[4] = {INT8OID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
 		JobAsTableOwner as;
 		int			level;
 		int			chunk_keys = Max(js->batch_size, JOB_CHUNK_KEYS);
@@ -594,7 +594,9 @@ declare_job(JobSpec *js)
 		{
 			Datum	   *k;
 			Datum	   *cn;
-			Datum		v[3];
+			Datum	   *tg;
+			StringInfoData nulls;
+			Datum		v[4];
 			uint64		n;
 			int			nchunks = 0;
 			StringInfoData chunk;
@@ -606,28 +608,38 @@ declare_job(JobSpec *js)
 				break;
 			k = palloc(sizeof(Datum) * (n / chunk_keys + 2));
 			cn = palloc(sizeof(Datum) * (n / chunk_keys + 2));
+			tg = palloc(sizeof(Datum) * (n / chunk_keys + 2));
+			initStringInfo(&nulls);
 			initStringInfo(&chunk);
 			for (uint64 r = 0; r < n; r += chunk_keys)
 			{
 				int			c = 0;
 
 				resetStringInfo(&chunk);
+				resetStringInfo(&nulls);
 				appendStringInfoChar(&chunk, '[');
+				appendStringInfoChar(&nulls, '[');
 				for (uint64 q = r; q < n && q < r + chunk_keys; q++, c++)
 				{
 					if (c > 0)
 						appendStringInfoString(&chunk, ", ");
+					appendStringInfoString(&nulls, c > 0 ? ", null" : "null");
 					appendStringInfoString(&chunk, SPI_getvalue(SPI_tuptable->vals[q], SPI_tuptable->tupdesc, 1));
 				}
 				appendStringInfoChar(&chunk, ']');
+				appendStringInfoChar(&nulls, ']');
 				k[nchunks] = CStringGetTextDatum(chunk.data);
+				tg[nchunks] = CStringGetTextDatum(nulls.data);
 				cn[nchunks++] = Int32GetDatum(c);
 			}
 			v[0] = Int64GetDatum(id);
 			v[1] = PointerGetDatum(construct_array(k, nchunks, TEXTOID, -1, false, TYPALIGN_INT));
 			v[2] = PointerGetDatum(construct_array(cn, nchunks, INT4OID, 4, true, TYPALIGN_INT));
-			JobExec(psprintf("INSERT INTO %s (job, keys, n) SELECT $1, k::jsonb, c FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(k, c)",
-							 JobTable("transformer_job_queue")), 3, t, v, NULL, SPI_OK_INSERT);
+			/* the targets were NULL: a row whose target is written by hand before a worker comes is left alone */
+			v[3] = PointerGetDatum(construct_array(tg, nchunks, TEXTOID, -1, false, TYPALIGN_INT));
+			JobExec(psprintf("INSERT INTO %s (job, keys, n, targets) SELECT $1, k::pg_catalog.jsonb, c, tg::pg_catalog.jsonb "
+							 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(k, c, tg)",
+							 JobTable("transformer_job_queue")), 4, t, v, NULL, SPI_OK_INSERT);
 			SPI_freetuptable(SPI_tuptable);
 		}
 		SPI_cursor_close(cur);

@@ -34,6 +34,7 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -58,6 +59,11 @@ typedef struct BatchRow
 	bool		exists;			/* the row is still there */
 	text	   *source;			/* NULL: source is NULL */
 	char	   *old_target;		/* the target as read (text form), NULL if NULL */
+	bool		target_null;	/* the target as read: NULL, or its hash */
+	uint32		target_hash;
+	bool		check_target;	/* queued with its target's state (snap_*): */
+	bool		snap_null;		/* a target that differs now was written by hand */
+	uint32		snap_hash;
 	char	   *lang;			/* source_lang_column's value, NULL if NULL or none */
 	Datum		out;			/* text, or real[]; 0: NULL */
 	bool		failed;
@@ -220,8 +226,9 @@ claim_keys(const JobRow *job, BatchRow **rows_out)
 	int			n = 0,
 				taken = 0;
 	char	   *sql = psprintf("WITH c AS (DELETE FROM %1$s WHERE id = (SELECT id FROM %1$s WHERE job = $1 ORDER BY id "
-							   "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING keys) "
-							   "SELECT k::pg_catalog.text FROM c, pg_catalog.jsonb_array_elements(c.keys) k",
+							   "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING keys, targets) "
+							   "SELECT k.key::pg_catalog.text, (c.targets OPERATOR(pg_catalog.->) (k.ord - 1)::pg_catalog.int4)::pg_catalog.text "
+							   "FROM c, pg_catalog.jsonb_array_elements(c.keys) WITH ORDINALITY AS k(key, ord)",
 							   JobTable("transformer_job_queue"));
 
 	while (taken < job->batch_size)
@@ -232,20 +239,27 @@ claim_keys(const JobRow *job, BatchRow **rows_out)
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			char	   *k = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-			bool		dup = false;
+			char	   *snap = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+			int			j;
 
 			taken++;
-			for (int j = 0; j < n && !dup; j++)
-				dup = strcmp(rows[j].key, k) == 0;
-			if (dup)
-				continue;
-			if (n == cap)
+			for (j = 0; j < n; j++)
+				if (strcmp(rows[j].key, k) == 0)
+					break;		/* queued again: the later state counts */
+			if (j == n)
 			{
-				cap *= 2;
-				rows = repalloc(rows, sizeof(BatchRow) * cap);
-				memset(rows + n, 0, sizeof(BatchRow) * (cap - n));
+				if (n == cap)
+				{
+					cap *= 2;
+					rows = repalloc(rows, sizeof(BatchRow) * cap);
+					memset(rows + n, 0, sizeof(BatchRow) * (cap - n));
+				}
+				rows[n++].key = k;
 			}
-			rows[n++].key = k;
+			/* no state (retried errors, 0.8.0's queue): no check */
+			rows[j].check_target = snap != NULL;
+			rows[j].snap_null = snap != NULL && strcmp(snap, "null") == 0;
+			rows[j].snap_hash = snap != NULL && !rows[j].snap_null ? (uint32) strtoul(snap, NULL, 10) : 0;
 		}
 	}
 	*rows_out = rows;
@@ -268,6 +282,31 @@ settle_state(int64 job)
 }
 
 /* Read the rows of the claimed keys: source, target and language as they are now. */
+/*
+ * The worker's statements on its table, planned once (a worker does one
+ * job): the plan cache re-plans them if the table changes.
+ */
+enum
+{
+	PLAN_READ, PLAN_WRITE_BATCH, PLAN_WRITE_ROW, NUM_PLANS
+};
+static SPIPlanPtr plans[NUM_PLANS];
+
+static SPIPlanPtr
+job_plan(int which, const char *sql, int nargs, Oid *types)
+{
+	if (plans[which] == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare a statement of job " INT64_FORMAT ": %s", my_job,
+				 SPI_result_code_string(SPI_result));
+		plans[which] = p;
+	}
+	return plans[which];
+}
+
 /* The keys of rows as a text[] (those with rows[i].exists, or all) */
 static Datum
 keys_array(int n, BatchRow *rows, bool existing)
@@ -310,15 +349,16 @@ read_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows)
 	JobAsTableOwner as;
 	int			level;
 
-	plan = SPI_prepare(psprintf("SELECT k.ord::pg_catalog.int4, r.* FROM pg_catalog.unnest($1) WITH ORDINALITY AS k(key, ord) "
-								"CROSS JOIN LATERAL (SELECT t.%s::pg_catalog.text, t.%s::pg_catalog.text, %s "
-								"FROM %s t WHERE %s LIMIT 1) r",
-								quote_identifier(job->source), quote_identifier(job->target),
-								job->lang_column ? psprintf("t.%s::pg_catalog.text", quote_identifier(job->lang_column)) : "NULL::pg_catalog.text",
-								tbl, key_match_sql(job, "k.key")), 1, t);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the read of job " INT64_FORMAT ": %s", job->id,
-			 SPI_result_code_string(SPI_result));
+	if (plans[PLAN_READ] == NULL)
+		plan = job_plan(PLAN_READ,
+						psprintf("SELECT k.ord::pg_catalog.int4, r.* FROM pg_catalog.unnest($1) WITH ORDINALITY AS k(key, ord) "
+								 "CROSS JOIN LATERAL (SELECT t.%s::pg_catalog.text, t.%s::pg_catalog.text, %s, t.%s "
+								 "FROM %s t WHERE %s LIMIT 1) r",
+								 quote_identifier(job->source), quote_identifier(job->target),
+								 job->lang_column ? psprintf("t.%s::pg_catalog.text", quote_identifier(job->lang_column)) : "NULL::pg_catalog.text",
+								 quote_identifier(job->target), tbl, key_match_sql(job, "k.key")), 1, t);
+	else
+		plan = plans[PLAN_READ];
 	v[0] = keys_array(n, rows, false);
 	JobAsTableOwnerBegin(&as, job->relid);
 	level = index_lookups_begin();
@@ -338,6 +378,9 @@ read_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows)
 		rows[i].source = isnull ? NULL : DatumGetTextPCopy(d);
 		rows[i].old_target = SPI_getvalue(tup, desc, 3);
 		rows[i].lang = SPI_getvalue(tup, desc, 4);
+		d = SPI_getbinval(tup, desc, 5, &isnull);
+		rows[i].target_null = isnull;
+		rows[i].target_hash = isnull ? 0 : datum_image_hash(d, TupleDescAttr(desc, 4)->attbyval, TupleDescAttr(desc, 4)->attlen);
 	}
 }
 
@@ -559,6 +602,14 @@ write_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows, List **sta
 			skip[i] = true;		/* deleted meanwhile; or failed */
 			continue;
 		}
+		if (rows[i].check_target &&
+			(rows[i].snap_null != rows[i].target_null ||
+			 (!rows[i].target_null && rows[i].snap_hash != rows[i].target_hash)))
+		{
+			skip[i] = true;		/* its target was written by hand since it was queued: it stays */
+			done++;
+			continue;
+		}
 		key[m] = rows[i].key;
 		out[m] = rows[i].out == (Datum) 0 ? NULL : job->embed ?
 			OidOutputFunctionCall(F_ARRAY_OUT, rows[i].out) : TextDatumGetCString(rows[i].out);
@@ -591,10 +642,8 @@ write_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows, List **sta
 		v[2] = text_array(m, src);
 		v[3] = text_array(m, old);
 		v[4] = text_array(m, lang);
-		wa.plan = SPI_prepare(write_sql(job, tbl, true), 5, t);
-		if (wa.plan == NULL)
-			elog(ERROR, "could not prepare the write of job " INT64_FORMAT ": %s", job->id,
-				 SPI_result_code_string(SPI_result));
+		wa.plan = plans[PLAN_WRITE_BATCH] ? plans[PLAN_WRITE_BATCH] :
+			job_plan(PLAN_WRITE_BATCH, write_sql(job, tbl, true), 5, t);
 		wa.values = v;
 		wa.nulls = NULL;
 		wa.n = m;
@@ -605,11 +654,8 @@ write_rows(const JobRow *job, const char *tbl, int n, BatchRow *rows, List **sta
 		{
 			/* a row made the batch fail: each row alone, to find it */
 			Oid			t1[5] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-			SPIPlanPtr	one = SPI_prepare(write_sql(job, tbl, false), job->lang_column ? 5 : 4, t1);
-
-			if (one == NULL)
-				elog(ERROR, "could not prepare the write of job " INT64_FORMAT ": %s", job->id,
-					 SPI_result_code_string(SPI_result));
+			SPIPlanPtr	one = plans[PLAN_WRITE_ROW] ? plans[PLAN_WRITE_ROW] :
+				job_plan(PLAN_WRITE_ROW, write_sql(job, tbl, false), job->lang_column ? 5 : 4, t1);
 			memset(wwritten, 0, sizeof(bool) * m);
 			for (int j = 0; j < m; j++)
 			{
@@ -660,7 +706,7 @@ requeue_stale(const JobRow *job, const char *tbl, List *stale)
 	int			n = list_length(stale);
 	int			i = 0;
 	ListCell   *lc;
-	Oid			t[2] = {INT8OID, TEXTOID};
+	Oid			t[3] = {INT8OID, TEXTOID, TEXTOID};
 
 	if (n == 0)
 		return;
@@ -680,10 +726,12 @@ requeue_stale(const JobRow *job, const char *tbl, List *stale)
 
 		if (now->exists && (!same_source || !same_lang))
 		{
-			Datum		qv[2] = {Int64GetDatum(job->id), CStringGetTextDatum(now->key)};
+			Datum		qv[3] = {Int64GetDatum(job->id), CStringGetTextDatum(now->key),
+			CStringGetTextDatum(now->target_null ? "null" : psprintf("%u", now->target_hash))};
 
-			JobExec(psprintf("INSERT INTO %s (job, keys, n) VALUES ($1, pg_catalog.jsonb_build_array($2::pg_catalog.jsonb), 1)",
-							 JobTable("transformer_job_queue")), 2, t, qv, NULL, SPI_OK_INSERT);
+			JobExec(psprintf("INSERT INTO %s (job, keys, n, targets) VALUES ($1, pg_catalog.jsonb_build_array($2::pg_catalog.jsonb), 1, "
+							 "pg_catalog.jsonb_build_array($3::pg_catalog.jsonb))",
+							 JobTable("transformer_job_queue")), 3, t, qv, NULL, SPI_OK_INSERT);
 		}
 	}
 }
@@ -904,7 +952,7 @@ transformer_job_main(Datum main_arg)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(batch_cxt);
 		pgstat_report_activity(STATE_IDLE, NULL);
-		pgstat_report_stat(true);
+		pgstat_report_stat(false);
 		if (r == BATCH_EXIT)
 			break;
 		if (r == BATCH_DID_WORK)

@@ -29,7 +29,7 @@ CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT import_model('multi30k_sentence_de_en') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(45);
+SELECT plan(47);
 
 CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE s text;
@@ -148,6 +148,16 @@ SELECT ok(wait_for_job(:jhand, '2 min'), 'hand edits: the job finishes');
 SELECT is((SELECT array_agg(en ORDER BY id) FROM khand),
   ARRAY['manual', 'by hand', translate('Eine Frau singt.', 'multi30k_de_en')],
   'a target set with its source stays, a target set alone stays, a source changed alone is translated again');
+-- a target written by hand after its row was queued, before a worker came: it stays too
+SELECT pause_job(:jhand);
+INSERT INTO khand VALUES (4, 'Ein Vogel singt.', NULL);
+UPDATE khand SET en = 'typed in while queued' WHERE id = 4;
+UPDATE khand SET de = 'Ein Kind lacht.' WHERE id = 3;
+UPDATE khand SET en = 'rewritten while queued' WHERE id = 3;
+SELECT resume_job(:jhand);
+SELECT ok(wait_for_job(:jhand, '2 min'), 'hand edits while queued: the job finishes');
+SELECT is((SELECT array_agg(en ORDER BY id) FROM khand WHERE id IN (3, 4)), ARRAY['rewritten while queued', 'typed in while queued'],
+  'a row queued (inserted, or its source changed) whose target is written by hand before a worker reads it keeps that target');
 
 -- 3. no escalation: the table's code runs as its owner, in a security-restricted operation
 CREATE ROLE tf_trust_owner;
