@@ -22,6 +22,7 @@
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/json.h"
@@ -205,6 +206,21 @@ sync_columns(Trigger *tg, TupleDesc desc, SyncColumns *c)
 	return true;
 }
 
+/* Chunks queued by one statement at once, at most */
+#define FLUSH_CHUNKS 1024
+
+static void
+flush(int64 job, List *chunks, List *targets, List *counts)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	enqueue(job, chunks, targets, counts);
+	SPI_finish();
+	list_free_deep(chunks);
+	list_free_deep(targets);
+	list_free(counts);
+}
+
 static Datum
 statement_sync(TriggerData *td)
 {
@@ -267,7 +283,14 @@ statement_sync(TriggerData *td)
 			resetStringInfo(&chunk);
 			resetStringInfo(&tchunk);
 			inchunk = 0;
+			/* a statement of millions of rows: queued as it goes, in bounded memory */
+			if (list_length(chunks) == FLUSH_CHUNKS)
+			{
+				flush(c.job, chunks, targets, counts);
+				chunks = targets = counts = NIL;
+			}
 		}
+		CHECK_FOR_INTERRUPTS();
 	}
 	if (inchunk > 0)
 	{
@@ -283,12 +306,7 @@ statement_sync(TriggerData *td)
 	JobKeySettingsEnd(level);
 
 	if (chunks != NIL)
-	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		enqueue(c.job, chunks, targets, counts);
-		SPI_finish();
-	}
+		flush(c.job, chunks, targets, counts);
 	return PointerGetDatum(NULL);
 }
 

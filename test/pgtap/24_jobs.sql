@@ -26,7 +26,7 @@ BEGIN
 END $$;
 CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
-SELECT plan(66);
+SELECT plan(67);
 
 CREATE FUNCTION pg_temp.wait_idle() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -191,13 +191,13 @@ SELECT throws_ok($$SELECT translate_column('jdocs', 'de', 'en', 'multi30k_de_en'
   'a role without LOGIN cannot declare a job: its workers could not connect');
 RESET ROLE;
 CREATE ROLE tf_job_watcher IN ROLE pg_monitor;
-CREATE TABLE jshared (id int PRIMARY KEY, de text, en text, who text);
+CREATE TABLE jshared (id int PRIMARY KEY, de text, en text, who text, sess text);
 INSERT INTO jshared SELECT i, 'Ein Hund Nummer ' || i || '.', NULL, NULL FROM generate_series(1, 6) i;
 GRANT SELECT (id, de, en), UPDATE (en) ON jshared TO tf_job_alice;
 ALTER TABLE jshared ENABLE ROW LEVEL SECURITY;
 CREATE POLICY alice_reads ON jshared FOR SELECT TO tf_job_alice USING (id <= 3);
 CREATE POLICY alice_writes ON jshared FOR UPDATE TO tf_job_alice USING (id <= 3);
-CREATE FUNCTION jwho() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.who := current_user; RETURN NEW; END $$;
+CREATE FUNCTION jwho() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.who := current_user; NEW.sess := session_user; RETURN NEW; END $$;
 CREATE TRIGGER jwho BEFORE UPDATE ON jshared FOR EACH ROW EXECUTE FUNCTION jwho();
 SET ROLE tf_job_alice;
 SELECT throws_ok($$SELECT translate_column('jshared', 'de', 'en', 'multi30k_de_en')$$, '42501',
@@ -215,6 +215,8 @@ SELECT is((SELECT count(*) FROM jshared WHERE en IS DISTINCT FROM translate(de, 
   'its rows are written');
 SELECT is((SELECT array_agg(DISTINCT who) FROM jshared WHERE who IS NOT NULL), ARRAY[current_user::text],
   'the table''s own triggers run as the table''s owner, not as the role that declared the job');
+SELECT is((SELECT array_agg(DISTINCT sess) FROM jshared WHERE sess IS NOT NULL), ARRAY['tf_job_alice'],
+  'its worker''s session is the declaring role''s (it connects as that role, never as a superuser)');
 SET ROLE tf_job_bob;
 SELECT throws_ok($$SELECT translate_column('jshared', 'de', 'en', 'multi30k_de_en', keep_in_sync => false)$$, '42501',
   NULL, 'a role without privileges on the table cannot declare a job on it');

@@ -29,7 +29,7 @@ CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT import_model('multi30k_sentence_de_en') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(47);
+SELECT plan(49);
 
 CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE s text;
@@ -158,6 +158,16 @@ SELECT resume_job(:jhand);
 SELECT ok(wait_for_job(:jhand, '2 min'), 'hand edits while queued: the job finishes');
 SELECT is((SELECT array_agg(en ORDER BY id) FROM khand WHERE id IN (3, 4)), ARRAY['rewritten while queued', 'typed in while queued'],
   'a row queued (inserted, or its source changed) whose target is written by hand before a worker reads it keeps that target');
+-- and one written by hand while a worker translates it: the worker reads the row, then waits
+-- for this transaction's row lock to write, and finds another target than it read
+INSERT INTO khand VALUES (5, 'Ein Mann schwimmt im See.', NULL);
+BEGIN;
+UPDATE khand SET en = 'typed in while translated' WHERE id = 5;
+SELECT pg_sleep(2) \g /dev/null
+COMMIT;
+SELECT ok(wait_for_job(:jhand, '2 min'), 'hand edits while translated: the job finishes');
+SELECT is((SELECT en FROM khand WHERE id = 5), 'typed in while translated',
+  'a target written by hand between the worker''s read and its write stays (the write checks the target it read)');
 
 -- 3. no escalation: the table's code runs as its owner, in a security-restricted operation
 CREATE ROLE tf_trust_owner;
