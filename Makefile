@@ -258,9 +258,9 @@ test: check-core check-cycles unittest pathological sanitize installcheck prove 
 # empty tmpfs in a mount namespace of their own, with a throwaway server inside it (root; CI runs it)
 test-without-shared:
 	@if [ -d ../shared ]; then \
-	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t $(MAKE) -s prove jobs-resume'; \
+	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t $(MAKE) -s prove jobs'; \
 	else \
-	  pg_virtualenv -t $(MAKE) -s prove jobs-resume; \
+	  pg_virtualenv -t $(MAKE) -s prove jobs; \
 	fi
 .PHONY: test-without-shared
 
