@@ -303,7 +303,8 @@ declare_job(JobSpec *js)
 				 errmsg("no model to %s with", js->embed ? "embed" : "translate"),
 				 errhint("Set transformer.default_model, or pass model.")));
 	check_int_arg("workers", js->workers, 1, Min(MAX_JOB_WORKERS, max_worker_processes));
-	check_int_arg("batch_size", js->batch_size, 1, 1024);
+	if (js->batch_size != -1)
+		check_int_arg("batch_size", js->batch_size, 1, 1024);
 	/* workers connect as the declaring role (as worker_spi does): it must be able to log in */
 	{
 		HeapTuple	role = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
@@ -415,6 +416,26 @@ declare_job(JobSpec *js)
 		check_translate_options(js);
 	else
 		(void) GetModel(js->model);
+
+	/*
+	 * The default batch of a translation job: 8 sentences, whose products
+	 * share each weight read; but an int8 model's products gain nothing
+	 * from more rows on AVX-512 VNNI, while a batch pads every attention to
+	 * its longest sentence, so one at a time (bench/README.md, issue 37).
+	 */
+	if (js->batch_size == -1)
+	{
+		int			level = ExtSpiConnect();
+		Oid			t[1] = {TEXTOID};
+		Datum		v[1] = {CStringGetTextDatum(js->model)};
+
+		if (SPI_execute_with_args(psprintf("SELECT 1 FROM %s WHERE model = $1 AND dtype = 'I8' LIMIT 1",
+										   ExtensionTableName("transformer_tensors")),
+								  1, t, v, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up the model's tensors");
+		js->batch_size = SPI_processed > 0 ? 1 : DEFAULT_BATCH_SIZE;
+		ExtSpiFinish(level);
+	}
 
 	/*
 	 * Citus: the triggers would run on the shards, on the workers, whose
@@ -687,7 +708,7 @@ translate_column(PG_FUNCTION_ARGS)
 	js.beam = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT32(6);
 	if (!PG_ARGISNULL(6))
 		check_int_arg("beam", js.beam, 1, 64);
-	js.batch_size = PG_ARGISNULL(7) ? DEFAULT_BATCH_SIZE : PG_GETARG_INT32(7);
+	js.batch_size = PG_ARGISNULL(7) ? -1 : PG_GETARG_INT32(7);	/* -1: by the model (declare_job) */
 	js.format = text_arg(fcinfo, 8);
 	js.keep = PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PointerGetDatum(PG_GETARG_ARRAYTYPE_P_COPY(9)) : (Datum) 0;
 	js.source_lang = text_arg(fcinfo, 10);

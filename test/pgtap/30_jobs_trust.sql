@@ -14,7 +14,7 @@
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS transformer CASCADE;
 DROP TABLE IF EXISTS kdate, kts, kfloat, knum, ktext, kuuid, kpair, khand, kowned, kspy, krev, kdrop, kcol, khtml,
-  kmixed, kemb, kvec, kidle, keta, kpart CASCADE;
+  kmixed, kemb, kvec, kidle, keta, kpart, kint8 CASCADE;
 DO $$
 DECLARE r text;
 BEGIN
@@ -29,7 +29,7 @@ CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT import_model('multi30k_sentence_de_en') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(49);
+SELECT plan(52);
 
 CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE s text;
@@ -296,6 +296,16 @@ SELECT is((SELECT count(*) FROM kmixed WHERE en IS DISTINCT FROM
           translate(body, 'nllb', beam_size => 1, source_lang => lang, target_lang => 'eng_Latn')), 0::bigint,
   'each row is translated from the language its column names (NULL: the model''s default)');
 
+-- an int8 model's job translates one sentence at a time by default; a fp32 model's, 8
+SELECT quantize_model('multi30k_de_en', 'kq8') \g /dev/null
+CREATE TABLE kint8 (id int PRIMARY KEY, de text, en text);
+INSERT INTO kint8 VALUES (1, 'Ein Hund rennt.', NULL), (2, 'Eine Frau singt ein Lied.', NULL);
+SELECT translate_column('kint8', 'de', 'en', 'kq8', keep_in_sync => false) AS jint8 \gset
+SELECT ok(wait_for_job(:jint8, '2 min'), 'a job on an int8 model finishes');
+SELECT is((SELECT batch_size || ' ' || (SELECT batch_size FROM transformer_jobs WHERE id = :jhand) FROM transformer_jobs WHERE id = :jint8),
+  '1 8', 'batch_size by default: 1 for an int8 model, 8 otherwise');
+SELECT is(pg_temp.bad_rows('kint8', 'kq8'), 0::bigint, 'each row equals translate() with the int8 model');
+
 -- 6. embed_column(): the same machinery for vectors
 CREATE TABLE kemb (id int PRIMARY KEY, de text, v real[]);
 INSERT INTO kemb SELECT i, 'Ein Hund Nummer ' || i || ' rennt.', NULL FROM generate_series(1, 20) i;
@@ -327,7 +337,7 @@ SELECT * FROM finish();
 SELECT cancel_job(id) FROM transformer_jobs WHERE state NOT IN ('cancelled') \g /dev/null
 DROP EXTENSION transformer CASCADE;
 DROP TABLE IF EXISTS kdate, kts, kfloat, knum, ktext, kuuid, kpair, khand, kowned, kspy, krev, kdrop, kcol, khtml,
-  kmixed, kemb, kvec, kidle, keta, kpart CASCADE;
+  kmixed, kemb, kvec, kidle, keta, kpart, kint8 CASCADE;
 DROP FUNCTION IF EXISTS kescalate(), kdefiner();
 REVOKE CREATE ON SCHEMA public FROM tf_trust_owner;
 DROP OWNED BY tf_trust_owner;
