@@ -14,7 +14,7 @@ with the UPDATE's.  Then (issue 37):
   - embed_column() with 1 and 2 workers against UPDATE ... SET v = embed(de).
 Without ../shared/data it uses German sentences made from a small grammar.
 
-    pg_virtualenv bench/jobs.py [rows] [batch_size ...]     (JOBS_BENCH_ROUNDS: rounds, 3)
+    pg_virtualenv bench/jobs.py [rows] [batch_size ...]     (JOBS_BENCH_ROUNDS: rounds, 3; JOBS_BENCH_MODELS: fp32 or int8)
 
 Needs python3-psycopg2 and a server (PGHOST etc.); max_worker_processes
 of at least 3.  Settings: the model's (beam 4), transformer.threads 1.
@@ -32,6 +32,9 @@ import psycopg2
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 30000
 BATCHES = [int(b) for b in sys.argv[2:]] or [None]
 REPS = int(os.environ.get("JOBS_BENCH_ROUNDS", "3"))
+# JOBS_BENCH_MODELS: fp32, int8 or both (the default)
+MODELS = {"fp32": ["multi30k_de_en"], "int8": ["multi30k_de_en_int8"]}.get(os.environ.get("JOBS_BENCH_MODELS", ""),
+                                                                            ["multi30k_de_en", "multi30k_de_en_int8"])
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 DB = "transformer_bench_jobs"
 
@@ -116,7 +119,7 @@ def main():
           % (ROWS, cpu(), os.cpu_count(), one(c, "SHOW server_version"), one(c, "SHOW max_worker_processes")))
     print("%-22s %-24s %9s %9s %14s %8s   (medians of %d rounds, [min, max] of the ratio)"
           % ("model", "method", "seconds", "rows/s", "first 1000 (s)", "x UPDATE", REPS))
-    for model in ("multi30k_de_en", "multi30k_de_en_int8"):
+    for model in MODELS:
         one(c, "SELECT translate('warm up', %s)", model)
         for batch in BATCHES:
             # rounds of (serial UPDATE, 1 worker, 2 workers), alternating: a shared machine's speed drifts
