@@ -14,7 +14,8 @@ with the UPDATE's.  Then (issue 37):
   - embed_column() with 1 and 2 workers against UPDATE ... SET v = embed(de).
 Without ../shared/data it uses German sentences made from a small grammar.
 
-    pg_virtualenv bench/jobs.py [rows] [batch_size ...]     (JOBS_BENCH_ROUNDS: rounds, 3; JOBS_BENCH_MODELS: fp32 or int8)
+    pg_virtualenv bench/jobs.py [rows] [batch_size ...]     (JOBS_BENCH_ROUNDS: rounds, 3; JOBS_BENCH_MODELS: fp32 or int8;
+                                                             JOBS_BENCH_PARTS: jobs,small,sync,embed)
 
 Needs python3-psycopg2 and a server (PGHOST etc.); max_worker_processes
 of at least 3.  Settings: the model's (beam 4), transformer.threads 1.
@@ -32,6 +33,9 @@ import psycopg2
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 30000
 BATCHES = [int(b) for b in sys.argv[2:]] or [None]
 REPS = int(os.environ.get("JOBS_BENCH_ROUNDS", "3"))
+SYNC_REPS = 9
+# JOBS_BENCH_PARTS: jobs,small,sync,embed (the default: all)
+PARTS = os.environ.get("JOBS_BENCH_PARTS", "jobs,small,sync,embed").split(",")
 # JOBS_BENCH_MODELS: fp32, int8 or both (the default)
 MODELS = {"fp32": ["multi30k_de_en"], "int8": ["multi30k_de_en_int8"]}.get(os.environ.get("JOBS_BENCH_MODELS", ""),
                                                                             ["multi30k_de_en", "multi30k_de_en_int8"])
@@ -119,7 +123,7 @@ def main():
           % (ROWS, cpu(), os.cpu_count(), one(c, "SHOW server_version"), one(c, "SHOW max_worker_processes")))
     print("%-22s %-24s %9s %9s %14s %8s   (medians of %d rounds, [min, max] of the ratio)"
           % ("model", "method", "seconds", "rows/s", "first 1000 (s)", "x UPDATE", REPS))
-    for model in MODELS:
+    for model in (MODELS if "jobs" in PARTS else []):
         one(c, "SELECT translate('warm up', %s)", model)
         for batch in BATCHES:
             # rounds of (serial UPDATE, 1 worker, 2 workers), alternating: a shared machine's speed drifts
@@ -151,9 +155,12 @@ def main():
                 print("%-22s %-24s %9.1f %9.1f %14.1f %8.2f [%.2f, %.2f]%s" % (
                     model, label, total, ROWS / total, statistics.median(firsts[workers]), serial / total,
                     min(ratios), max(ratios), extra), flush=True)
-    small(c)
-    sync_cost(c, lines)
-    embeddings(c)
+    if "small" in PARTS:
+        small(c)
+    if "sync" in PARTS:
+        sync_cost(c, lines)
+    if "embed" in PARTS:
+        embeddings(c)
     c.close()
     one(admin, "DROP DATABASE " + DB)
 
@@ -193,7 +200,7 @@ def sync_cost(c, lines):
         cur.copy_from(io.StringIO("".join("%d\t%s\n" % (i + 1, l.replace("\\", "\\\\").replace("\t", " "))
                                           for i, l in enumerate(lines[:n]))), "src", columns=("id", "de"))
     res = {}
-    for with_job in (False, True, False, True, False, True):
+    for with_job in (False, True) * SYNC_REPS:
         one(c, "TRUNCATE sync")
         one(c, "VACUUM ANALYZE sync")
         job = None
@@ -208,10 +215,13 @@ def sync_cost(c, lines):
             if queued != 2 * n:
                 print("  !! %d rows queued, expected %d" % (queued, 2 * n))
         res.setdefault(with_job, []).append((ins, upd))
-    med = {k: (sorted(x[0] for x in v)[1], sorted(x[1] for x in v)[1]) for k, v in res.items()}
-    print("sync triggers, %d rows (medians of 3): INSERT %.3f s -> %.3f s (%.2fx); UPDATE of the source %.3f s -> %.3f s (%.2fx)"
-          % (n, med[False][0], med[True][0], med[True][0] / med[False][0], med[False][1], med[True][1],
-             med[True][1] / med[False][1]), flush=True)
+    med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in res.items()}
+    ins = [b[0] / a[0] for a, b in zip(res[False], res[True])]
+    upd = [b[1] / a[1] for a, b in zip(res[False], res[True])]
+    print("sync triggers, %d rows (medians of %d alternating runs): INSERT %.3f s -> %.3f s (%.2fx [%.2f, %.2f]); "
+          "UPDATE of the source %.3f s -> %.3f s (%.2fx [%.2f, %.2f])"
+          % (n, SYNC_REPS, med[False][0], med[True][0], med[True][0] / med[False][0], min(ins), max(ins),
+             med[False][1], med[True][1], med[True][1] / med[False][1], min(upd), max(upd)), flush=True)
 
 
 def embeddings(c):
