@@ -110,8 +110,8 @@ ExtensionTableOid(const char *relname)
 	return rel;
 }
 
-static Oid
-rel_owner(Oid relid)
+Oid
+RelationOwner(Oid relid)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
@@ -151,7 +151,7 @@ IsExtensionTableOrShard(Oid relid)
 		for (p = relname + n + 1; *p >= '0' && *p <= '9'; p++)
 			;
 		if (*p == '\0' && get_rel_relkind(relid) == RELKIND_RELATION &&
-			rel_owner(relid) == rel_owner(table))
+			RelationOwner(relid) == RelationOwner(table))
 			return true;
 	}
 	return false;

@@ -29,6 +29,9 @@ extern Oid	ExtensionTableOid(const char *relname);
  * Is relid one of the extension's three tables, or under Citus a shard of
  * one ("<table>_<shard id>" in the same schema, of the same owner)?
  */
+/* The owner of a table; InvalidOid if it is gone. */
+extern Oid	RelationOwner(Oid relid);
+
 extern bool IsExtensionTableOrShard(Oid relid);
 
 /* Quoted schema-qualified name of a table of the extension, for SPI. */

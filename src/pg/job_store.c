@@ -155,7 +155,7 @@ ReadJob(int64 id, JobRow *job)
 void
 JobAsTableOwnerBegin(JobAsTableOwner *s, Oid relid)
 {
-	Oid			owner = JobTableOwner(relid);
+	Oid			owner = RelationOwner(relid);
 
 	if (!OidIsValid(owner))
 		ereport(ERROR,
@@ -171,19 +171,6 @@ JobAsTableOwnerEnd(JobAsTableOwner *s)
 {
 	JobKeySettingsEnd(s->level);
 	SetUserIdAndSecContext(s->saved_user, s->saved_sec);
-}
-
-Oid
-JobTableOwner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
 }
 
 /* What the role lacks on a column (NULL: nothing); *code its SQLSTATE. */
@@ -238,7 +225,7 @@ JobPrivilegeProblem(Oid relid, Oid role, const char *source, const char *target,
 	 * policies give when they run as the role.  A worker never runs the
 	 * table's code with the declaring role's rights, so it cannot apply them.
 	 */
-	if (!has_privs_of_role(role, JobTableOwner(relid)) &&
+	if (!has_privs_of_role(role, RelationOwner(relid)) &&
 		check_enable_rls(relid, role, true) == RLS_ENABLED)
 	{
 		*code = ERRCODE_FEATURE_NOT_SUPPORTED;

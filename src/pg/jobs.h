@@ -120,9 +120,6 @@ typedef struct JobAsTableOwner
 extern void JobAsTableOwnerBegin(JobAsTableOwner *s, Oid relid);
 extern void JobAsTableOwnerEnd(JobAsTableOwner *s);
 
-/* The owner of a table; InvalidOid if it is gone. */
-extern Oid	JobTableOwner(Oid relid);
-
 /* Set transformer_job.waiting (NULL clears it); SPI connected. */
 extern void SetJobWaiting(int64 job, const char *why);
 

@@ -499,7 +499,6 @@ declare_job(JobSpec *js)
 		Datum		v[16];
 		char		nulls[16];
 		Datum	   *names = palloc(sizeof(Datum) * nkeys);
-		Oid			t2[1] = {TEXTOID};
 		int			ret;
 		bool		isnull;
 
@@ -524,7 +523,6 @@ declare_job(JobSpec *js)
 		nulls[12] = js->keep ? ' ' : 'n';
 		TEXT_OR_NULL(13, js->source_lang);
 		TEXT_OR_NULL(14, js->target_lang);
-		(void) t2;
 		JobInternalBegin(&s);
 		ret = SPI_execute_with_args(psprintf("INSERT INTO %s (tbl, source, target, key_columns, model, owner, workers, "
 											 "keep_in_sync, beam, batch_size, kind, format, keep, source_lang, target_lang, "
