@@ -228,7 +228,7 @@ browser:
 
 # Every text function on large and pathological inputs: 54000 above the limit, cancel, peak memory (needs a server; root or postgres)
 limits:
-	$(PYTHON) test/limits/run.py
+	$(PYTHON) test/limits/run.py $(if $(LIMITS_ONLY),--only '$(LIMITS_ONLY)') $(LIMITS_ARGS)
 .PHONY: limits
 
 # LATIN1 and SQL_ASCII databases (needs a server and pgTAP)

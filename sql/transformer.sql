@@ -375,6 +375,29 @@ COST 100000;
 COMMENT ON FUNCTION translate(text[], text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text, text, text[], boolean) IS
 'translates each element of inputs, as the one-row form would; NULL elements stay NULL';
 
+-- translate(body, 'nllb', 'deu_Latn', 'fra_Latn'): languages in third and
+-- fourth place, where beam_size and max_length would otherwise take them
+-- (and fail as integers); unknown-typed literals prefer this text form.
+-- Its parameters are not named source_lang and target_lang, so that a call
+-- naming those has one candidate only.
+CREATE FUNCTION translate(input text, model text, from_lang text, to_lang text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+COST 100000
+RETURN @extschema@.translate(input, model, source_lang => from_lang, target_lang => to_lang);
+
+COMMENT ON FUNCTION translate(text, text, text, text) IS
+'translates input from from_lang to to_lang with a multilingual model, as translate(input, model, source_lang => from_lang, target_lang => to_lang)';
+
+CREATE FUNCTION translate(inputs text[], model text, from_lang text, to_lang text)
+RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE
+COST 100000
+RETURN @extschema@.translate(inputs, model, source_lang => from_lang, target_lang => to_lang);
+
+COMMENT ON FUNCTION translate(text[], text, text, text) IS
+'translates each element of inputs from from_lang to to_lang, as translate(inputs, model, source_lang => from_lang, target_lang => to_lang)';
+
 -- What this server runs (since 0.8.0)
 
 CREATE FUNCTION transformer_version()

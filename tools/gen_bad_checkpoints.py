@@ -30,8 +30,10 @@ def make(d, cfg, files=(), links=(), extra=None):
             json.dump(cfg, f, indent=1)
     for name, src in files:
         shutil.copyfile(src, os.path.join(path, name))
+    # copies, not symlinks: import_model() refuses a file whose real path
+    # lies outside the model's directory (git stores identical files once)
     for name, target in links:
-        os.symlink(target, os.path.join(path, name))
+        shutil.copyfile(os.path.join(path, target), os.path.join(path, name))
     for name, text in (extra or {}).items():
         with open(os.path.join(path, name), "w") as f:
             f.write(text)

@@ -158,8 +158,9 @@ typedef struct WordInfo
 } WordInfo;
 
 static void
-word_info(const uint8_t *s, int32_t ws, int32_t we, WordInfo *w)
+word_info(Scan *sc, int32_t ws, int32_t we, WordInfo *w)
 {
+	const uint8_t *s = sc->s;
 	int32_t		i = ws;
 	UChar32		c,
 				prev = 0;
@@ -168,7 +169,10 @@ word_info(const uint8_t *s, int32_t ws, int32_t we, WordInfo *w)
 	w->cap = true;
 	while (i < we)
 	{
+		int32_t		at = i;
+
 		U8_NEXT(s, i, we, c);
+		SPM_CHECK_INTERRUPTS_WORK(sc->work, i - at);
 		if (c < 0)
 			continue;
 		if (!w->alpha && u_isalpha(c))
@@ -219,7 +223,7 @@ tf_case_style(const char *s, size_t len)
 		return TF_CASE_MIXED;
 	while (next_word(&sc, &ws, &we, &start))
 	{
-		word_info(sc.s, ws, we, &w);
+		word_info(&sc, ws, we, &w);
 		if (w.ncased == 0)
 		{
 			nalpha += w.alpha;
@@ -323,7 +327,7 @@ tf_case_lower(TfCaseStyle style, const char *s, size_t len, const char *locale,
 				   *best;
 		int			k = 0;
 
-		word_info(sc.s, ws, we, &w);
+		word_info(&sc, ws, we, &w);
 		if (w.ncased == 0 || (style == TF_CASE_TITLE && is_acronym(&w)))
 			continue;
 		/* room for two candidates; grown by doubling, the caller frees it all */

@@ -380,8 +380,9 @@ new_elem(TfMarkupDoc *d, xmlNodePtr x, MNode *par)
 	n->block = -1;
 	n->name = qname(d, x->ns ? x->ns->prefix : NULL, x->name);
 	copy_attrs(d, x, n);
-	if ((html && in_list(verbatim_names, n->name)) || attr_is(n, "translate", "no", false) ||
-		(html && attr_is(n, "class", "notranslate", true)))
+	/* the same in XML (DocBook, XHTML and most vocabularies name code so), names compared exactly */
+	if (in_list(verbatim_names, n->name) || attr_is(n, "translate", "no", false) ||
+		attr_is(n, "class", "notranslate", true))
 		n->flags |= F_VERB | F_INVERB;
 	n->flags |= par->flags & F_INVERB;
 	if (html && in_list(inline_names, n->name))
@@ -436,10 +437,18 @@ convert(TfMarkupDoc *d, xmlDocPtr xd, xmlNodePtr wrap, char *err, size_t errlen)
 	MNode	   *par = &d->root;
 	int			depth = 0;
 	xmlNodePtr	x = xd->children;
+	size_t		seen = 0;
 
 	while (x && !d->oom)
 	{
 		bool		down = false;
+
+		/* (libxml2's tree is freed by the caller: no longjmp from here) */
+		if ((++seen & 1023) == 0 && spm_interrupt_pending != NULL && spm_interrupt_pending())
+		{
+			snprintf(err, errlen, "interrupted");
+			return TF_MARKUP_INTERRUPTED;
+		}
 
 		switch (x->type)
 		{
@@ -448,7 +457,7 @@ convert(TfMarkupDoc *d, xmlDocPtr xd, xmlNodePtr wrap, char *err, size_t errlen)
 				{
 					snprintf(err, errlen, "line %d: element nesting too deep (limit %d)",
 							 (int) x->line, TF_MARKUP_MAX_DEPTH);
-					return -1;
+					return TF_MARKUP_LIMIT;
 				}
 				if (x != wrap)
 				{
@@ -726,9 +735,11 @@ static void
 find_blocks(TfMarkupDoc *d)
 {
 	MNode	   *n = d->root.first;
+	size_t		work = 0;
 
 	while (n && !d->oom)
 	{
+		SPM_CHECK_INTERRUPTS_WORK(work, 64);
 		if (run_member(d, n))
 		{
 			MNode	   *last = n;
@@ -751,6 +762,205 @@ find_blocks(TfMarkupDoc *d)
 			n = n->parent;
 		n = n == &d->root ? NULL : n->next;
 	}
+}
+
+/* ---- limits and cancel while libxml2 parses ---- */
+
+/*
+ * The most attributes of any start tag, by one pass over the text.
+ * libxml2 compares each attribute with every one before it in its tag
+ * (quadratic, and deaf to cancel: 95,000 attributes took a minute), so a
+ * tag with too many is refused before anything parses.  Comments and CDATA
+ * sections are skipped; elsewhere '<' and a letter start a tag, which ends
+ * at a '>' outside quotes.  A name after whitespace is an attribute (an
+ * unquoted value after "= " counts too: an upper bound).
+ */
+/* the first of three bytes t in s[0..n), or NULL */
+static const char *
+find3(const char *s, size_t n, const char *t)
+{
+	for (const char *p = s; n >= 3 && (p = memchr(p, t[0], n - 2 - (size_t) (p - s))) != NULL; p++)
+		if (p[1] == t[1] && p[2] == t[2])
+			return p;
+	return NULL;
+}
+
+static size_t
+most_attrs(const char *s, size_t len)
+{
+	size_t		most = 0;
+	size_t		work = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		const char *e;
+
+		SPM_CHECK_INTERRUPTS_WORK(work, 1);
+		if (s[i] != '<' || i + 1 >= len)
+			continue;
+		if (len - i >= 4 && memcmp(s + i, "<!--", 4) == 0)
+		{
+			e = find3(s + i + 4, len - i - 4, "-->");
+			SPM_CHECK_INTERRUPTS_WORK(work, (e ? (size_t) (e - s) : len) - i);
+			i = e ? (size_t) (e - s) + 2 : len;
+		}
+		else if (len - i >= 9 && memcmp(s + i, "<![CDATA[", 9) == 0)
+		{
+			e = find3(s + i + 9, len - i - 9, "]]>");
+			SPM_CHECK_INTERRUPTS_WORK(work, (e ? (size_t) (e - s) : len) - i);
+			i = e ? (size_t) (e - s) + 2 : len;
+		}
+		else if ((s[i + 1] | 0x20) >= 'a' && (s[i + 1] | 0x20) <= 'z')
+		{
+			size_t		n = 0,
+						j = i + 1;
+			char		q = 0;
+			bool		after_space = false;
+
+			while (j < len && !is_ws(s[j]) && s[j] != '>' && s[j] != '/')
+				j++;
+			for (; j < len; j++)
+			{
+				char		c = s[j];
+
+				SPM_CHECK_INTERRUPTS_WORK(work, 1);
+				if (q)
+				{
+					if (c == q)
+						q = 0;
+					continue;
+				}
+				if (c == '>')
+					break;
+				if (c == '"' || c == '\'')
+					q = c;
+				else if (is_ws(c) || c == '/')
+				{
+					after_space = true;
+					continue;
+				}
+				else if (after_space && c != '=')
+					n++;
+				after_space = false;
+			}
+			if (n > most)
+				most = n;
+			i = j;
+		}
+	}
+	return most;
+}
+
+/*
+ * While libxml2 parses, every node it reports is counted (for the node
+ * limit) and every 256th event asks whether a cancel is pending: the parser is
+ * then stopped, and the caller tidies up before the interrupt is served
+ * (a longjmp out of libxml2 would leave its state behind).  One parse at a
+ * time: libxml2 never calls back into us while it runs.
+ */
+static struct
+{
+	xmlSAXHandler orig;			/* the handlers the wrappers call */
+	xmlParserCtxtPtr ctxt;
+	size_t		nodes;			/* elements, comments, PIs, CDATA, references (texts lie between) */
+	size_t		events;
+	bool		interrupted;
+	bool		too_many;
+} prog;
+
+/*
+ * One more event (a node when counted); false once the parser is stopped:
+ * the event is then not passed on (xmlStopParser frees the input that its
+ * arguments point into).
+ */
+static bool
+progress(bool counted)
+{
+	if (prog.interrupted || prog.too_many)
+		return false;
+	prog.nodes += counted;
+	if (prog.nodes > TF_MARKUP_MAX_NODES)
+		prog.too_many = true;
+	else if ((++prog.events & 255) == 0 && spm_interrupt_pending != NULL && spm_interrupt_pending())
+		prog.interrupted = true;
+	else
+		return true;
+	xmlStopParser(prog.ctxt);
+	return false;
+}
+
+static void
+on_start(void *ctx, const xmlChar *name, const xmlChar **atts)
+{
+	if (progress(true) && prog.orig.startElement)
+		prog.orig.startElement(ctx, name, atts);
+}
+
+static void
+on_start_ns(void *ctx, const xmlChar *localname, const xmlChar *prefix, const xmlChar *uri,
+			int nns, const xmlChar **ns, int nattrs, int ndefaulted, const xmlChar **attrs)
+{
+	if (progress(true) && prog.orig.startElementNs)
+		prog.orig.startElementNs(ctx, localname, prefix, uri, nns, ns, nattrs, ndefaulted, attrs);
+}
+
+static void
+on_characters(void *ctx, const xmlChar *ch, int len)
+{
+	if (progress(false) && prog.orig.characters)
+		prog.orig.characters(ctx, ch, len);
+}
+
+static void
+on_whitespace(void *ctx, const xmlChar *ch, int len)
+{
+	if (progress(false) && prog.orig.ignorableWhitespace)
+		prog.orig.ignorableWhitespace(ctx, ch, len);
+}
+
+static void
+on_cdata(void *ctx, const xmlChar *value, int len)
+{
+	if (progress(true) && prog.orig.cdataBlock)
+		prog.orig.cdataBlock(ctx, value, len);
+}
+
+static void
+on_comment(void *ctx, const xmlChar *value)
+{
+	if (progress(true) && prog.orig.comment)
+		prog.orig.comment(ctx, value);
+}
+
+static void
+on_pi(void *ctx, const xmlChar *target, const xmlChar *data)
+{
+	if (progress(true) && prog.orig.processingInstruction)
+		prog.orig.processingInstruction(ctx, target, data);
+}
+
+static void
+on_reference(void *ctx, const xmlChar *name)
+{
+	if (progress(true) && prog.orig.reference)
+		prog.orig.reference(ctx, name);
+}
+
+/* the wrappers around ctxt's handlers */
+static void
+watch_parser(xmlParserCtxtPtr ctxt)
+{
+	memset(&prog, 0, sizeof(prog));
+	prog.ctxt = ctxt;
+	prog.orig = *ctxt->sax;
+	ctxt->sax->startElement = prog.orig.startElement ? on_start : NULL;
+	ctxt->sax->startElementNs = prog.orig.startElementNs ? on_start_ns : NULL;
+	ctxt->sax->characters = prog.orig.characters ? on_characters : NULL;
+	ctxt->sax->ignorableWhitespace = prog.orig.ignorableWhitespace ? on_whitespace : NULL;
+	ctxt->sax->cdataBlock = prog.orig.cdataBlock ? on_cdata : NULL;
+	ctxt->sax->comment = prog.orig.comment ? on_comment : NULL;
+	ctxt->sax->processingInstruction = prog.orig.processingInstruction ? on_pi : NULL;
+	ctxt->sax->reference = prog.orig.reference ? on_reference : NULL;
 }
 
 int
@@ -783,6 +993,11 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 	{
 		snprintf(err, errlen, "markup of %zu bytes is too long", len);
 		return -1;
+	}
+	if (most_attrs(s, len) > TF_MARKUP_MAX_ATTRS)
+	{
+		snprintf(err, errlen, "an element has more than %d attributes", TF_MARKUP_MAX_ATTRS);
+		return TF_MARKUP_LIMIT;
 	}
 	d = a->alloc(a->ctx, sizeof(TfMarkupDoc));
 	if (d == NULL)
@@ -852,6 +1067,8 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 	{
 		ctxt = htmlNewParserCtxt();
 		if (ctxt)
+			watch_parser(ctxt);
+		if (ctxt)
 			xd = htmlCtxtReadMemory(ctxt, buf, (int) blen, NULL, "UTF-8",
 									HTML_PARSE_RECOVER | HTML_PARSE_NOERROR |
 									HTML_PARSE_NOWARNING | HTML_PARSE_NONET |
@@ -863,6 +1080,7 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 		ctxt = xmlNewParserCtxt();
 		if (ctxt)
 		{
+			watch_parser(ctxt);
 			xd = xmlCtxtReadMemory(ctxt, buf, (int) blen, NULL, "UTF-8",
 								   XML_PARSE_NONET | XML_PARSE_NOERROR |
 								   XML_PARSE_NOWARNING);
@@ -881,12 +1099,22 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 		snprintf(err, errlen, "out of memory");
 		rc = -1;
 	}
+	else if (prog.interrupted)
+	{
+		snprintf(err, errlen, "interrupted");
+		rc = TF_MARKUP_INTERRUPTED;
+	}
+	else if (prog.too_many)
+	{
+		snprintf(err, errlen, "more than %d nodes (elements, comments, processing instructions)", TF_MARKUP_MAX_NODES);
+		rc = TF_MARKUP_LIMIT;
+	}
 	else if (cap.depth_line)
 	{
 		/* libxml2 stops there: the rest would be lost */
 		snprintf(err, errlen, "line %d: element nesting too deep (limit %d)",
 				 cap.depth_line, TF_MARKUP_MAX_DEPTH);
-		rc = -1;
+		rc = TF_MARKUP_LIMIT;
 	}
 	else if (xd == NULL && format == TF_MARKUP_XML)
 	{
@@ -911,7 +1139,7 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 	else if (ctxt)
 		xmlFreeParserCtxt(ctxt);
 	if (rc < 0)
-		return -1;
+		return rc;
 	find_blocks(d);
 	if (d->oom)
 	{
@@ -1327,10 +1555,13 @@ static void
 emit_subtree(Out *o, MNode *top)
 {
 	MNode	   *n = top;
+	size_t		work = 0;
 
 	for (;;)
 	{
 		bool		closes = false;
+
+		SPM_CHECK_INTERRUPTS_WORK(work, 64);
 
 		/* (top may begin a run as the point it is in it) */
 		if (n->block >= 0 && n != top)

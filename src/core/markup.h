@@ -39,6 +39,12 @@
 #define TF_MARKUP_HTML 1
 #define TF_MARKUP_XML 2
 #define TF_MARKUP_MAX_DEPTH 256
+#define TF_MARKUP_MAX_ATTRS 1000	/* attributes of one element */
+#define TF_MARKUP_MAX_NODES 250000	/* elements, comments, PIs of a document (texts lie between): freeing more in libxml2 would take a cancel past 100 ms */
+
+/* tf_markup_parse's failures besides -1 (malformed XML, out of memory) */
+#define TF_MARKUP_LIMIT (-2)		/* one of the limits above */
+#define TF_MARKUP_INTERRUPTED (-3)	/* spm_interrupt_pending() said so: serve it, then retry */
 
 typedef struct TfMarkupDoc TfMarkupDoc;
 
@@ -94,8 +100,11 @@ bool		tf_markup_is_document(const char *s, size_t len, int format);
 /*
  * Parse s (len bytes of valid UTF-8) as TF_MARKUP_HTML or TF_MARKUP_XML.
  * 0, or -1 with a message in err ("line 3: Opening and ending tag
- * mismatch: p line 1 and b").  HTML fails only for nesting too deep or
- * memory; malformed HTML is repaired as libxml2 does.
+ * mismatch: p line 1 and b"), TF_MARKUP_LIMIT past a limit, or
+ * TF_MARKUP_INTERRUPTED.  HTML fails only past a limit, on memory or
+ * interrupted; malformed HTML is repaired as libxml2 does.  Linear in len
+ * (a tag's attributes are counted before libxml2 sees them); the interrupt
+ * hook is called outside libxml2 only.
  */
 int			tf_markup_parse(const char *s, size_t len, int format,
 							const SpmAlloc *a, TfMarkupDoc **doc,

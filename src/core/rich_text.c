@@ -186,6 +186,13 @@ int
 tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep,
 			  const SpmAlloc *a, TfUnit *u)
 {
+	return tf_unit_build_checked(s, len, ma, nma, keep, NULL, a, u);
+}
+
+int
+tf_unit_build_checked(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep,
+					  const TfCharCheck *cc, const SpmAlloc *a, TfUnit *u)
+{
 	TfSpan	   *spans = NULL;
 	int			nspans = 0;
 	TfSpan	   *used;
@@ -201,7 +208,7 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 				o = 0;
 
 	memset(u, 0, sizeof(*u));
-	if (keep != 0 && len > 0 && (nspans = tf_find_spans(s, len, keep, a, &spans)) < 0)
+	if (keep != 0 && len > 0 && (nspans = tf_find_spans_checked(s, len, keep, cc, a, &spans)) < 0)
 		return -1;
 	used = alloc0(a, sizeof(TfSpan) * ((size_t) nspans + 1));
 	cum = alloc0(a, sizeof(size_t) * ((size_t) nspans + 2));
@@ -307,6 +314,7 @@ tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned k
 			an->markup = -1;
 			an->ws_before = used[j].start == 0 || is_space(s[used[j].start - 1]);
 			an->ws_after = used[j].end == len || is_space(s[used[j].end]);
+			an->line_start = used[j].kind == TF_SPAN_LIST;
 			while (nopen > 0 && !(ma[open[nopen - 1]].start <= used[j].start &&
 								  used[j].end <= ma[open[nopen - 1]].end))
 				nopen--;
@@ -450,6 +458,20 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 			continue;
 		if (ntw == 0)
 			items[nitems].pos = an->start < tlen ? an->start : tlen;
+		else if (an->line_start)
+		{
+			/* the start of the target line of the word aligned to the source word after it */
+			int			s0 = in[i].s0;
+			int			tk = s0 >= 0 && s0 < nsw && best_tgt[s0] >= 0 && best_tgt[s0] < ntw ? best_tgt[s0] :
+				k < ntw ? k : ntw - 1;
+			size_t		p = tw[tk].start;
+
+			while (p > 0 && t[p - 1] != '\n')
+				p--;
+			while (p < tlen && (t[p] == ' ' || t[p] == '\t'))
+				p++;
+			items[nitems].pos = p;
+		}
 		else if (k == 0)
 			items[nitems].pos = tw[0].start;
 		else

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "markup.h"				/* TfAnchor, TfPlaced */
+#include "spans.h"				/* TfCharCheck */
 #include "spm.h"				/* SpmAlloc */
 
 /* A word: a run without whitespace; its core without punctuation at either end. */
@@ -42,6 +43,7 @@ typedef struct TfUnitAnchor
 	int			markup;			/* the markup anchor's index in its block, -1: a span */
 	bool		ws_before;		/* whitespace before it in the source */
 	bool		ws_after;		/* ... and after it */
+	bool		line_start;		/* a list marker: goes at the start of its line */
 } TfUnitAnchor;
 
 typedef struct TfUnit
@@ -65,6 +67,10 @@ typedef struct TfUnit
 int			tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep,
 						  const SpmAlloc *a, TfUnit *u);
 
+/* The same, with the model's characters checked (TF_SPAN_SYMBOL; cc NULL: all known). */
+int			tf_unit_build_checked(const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep,
+								  const TfCharCheck *cc, const SpmAlloc *a, TfUnit *u);
+
 /*
  * The translation t[0..tlen) of unit u with its anchors placed, from a
  * word alignment over the unit (best_src: per target word of t, the
@@ -73,6 +79,8 @@ int			tf_unit_build(const char *s, size_t len, const TfAnchor *ma, int nma, unsi
  *  - each span goes in verbatim after the target words aligned to the
  *    source word before it (at the start if none), with a space before
  *    and after it where the source had one and the translation needs one;
+ *    a list marker at the start of the line of the target word aligned
+ *    to the source word after it;
  *  - each markup anchor gets its range in the result (placed[markup]):
  *    an element around the target words aligned to its words and the
  *    spans inside it, a point at its place.

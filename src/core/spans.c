@@ -27,6 +27,8 @@ typedef struct Scan
 {
 	const char *s;
 	size_t		len;
+	const TfCharCheck *cc;		/* NULL: every character is known */
+	bool		numbered;		/* two lines or more start as a numbered list's */
 	/* no closing run of r backticks starts before none[r] (past an opener) */
 	size_t		none[MAX_FENCE + 1];
 } Scan;
@@ -516,6 +518,13 @@ scan_number(const Scan *sc, size_t i, size_t *skip)
 		j = nx;
 		plain = false;
 	}
+	else if ((c == ' ' || c == 0xA0 || c == 0x202F) && (at(sc, nx) == '%' || cp_at(sc, nx, &g) == 0x2030) &&
+			 !is_word(cp_at(sc, nx + (at(sc, nx) == '%' ? 1 : 3), &g)) && at(sc, nx + 1) != '%')
+	{
+		/* "40 %", as German and French write it (a space, a no-break space or a narrow one) */
+		j = nx + (at(sc, nx) == '%' ? 1 : 3);
+		plain = false;
+	}
 	*skip = j;
 	/* glued to a word: "3D", "15kg", "19-jährige", "5.Liga" */
 	c = cp_at(sc, j, &nx);
@@ -539,6 +548,153 @@ number_start(const Scan *sc, UChar32 c, UChar32 prev, size_t pstart)
 	return !((prev == '-' || prev == '.' || prev == '/') && is_word(cp_before(sc, pstart, &st)));
 }
 
+/* does the model know the character at i (ending at next)?  ASCII letters, digits and spaces always */
+static bool
+known_at(const Scan *sc, size_t i, size_t next, UChar32 c)
+{
+	if (sc->cc == NULL || (c >= 0 && c < 0x80 && (is_digit(c) || is_ascii_alpha(c) || c == ' ' || c == '\n')))
+		return true;
+	return sc->cc->known(sc->cc->arg, sc->s + i, next - i);
+}
+
+/* joins or modifies the character before it: ZWJ, variation selectors, skin tones, tags, keycap */
+static inline bool
+is_joining(UChar32 c)
+{
+	return c == 0x200D || (c >= 0xFE00 && c <= 0xFE0F) || (c >= 0x1F3FB && c <= 0x1F3FF) ||
+		(c >= 0xE0020 && c <= 0xE007F) || c == 0x20E3 || (c >= 0xE0100 && c <= 0xE01EF);
+}
+
+/*
+ * A word at i (its first character) with a character the model does not
+ * know: its end, the whole word kept; 0 when it knows them all.
+ */
+static size_t
+scan_unknown_word(const Scan *sc, size_t i)
+{
+	size_t		j = i,
+				nx;
+	bool		unknown = false;
+	UChar32		c;
+
+	while (is_word(c = cp_at(sc, j, &nx)) || (j > i && is_joining(c)))
+	{
+		unknown |= !known_at(sc, j, nx, c);
+		j = nx;
+	}
+	return unknown ? j : 0;
+}
+
+/* a run of characters the model does not know from i (not a word's): its end, or 0 */
+static size_t
+scan_unknown_run(const Scan *sc, size_t i)
+{
+	size_t		j = i,
+				nx;
+	UChar32		c;
+
+	for (;;)
+	{
+		c = cp_at(sc, j, &nx);
+		if (nx == j)
+			break;
+		if (j > i && is_joining(c))
+			;
+		else if (c < 0 || is_word(c) || u_isUWhiteSpace(c) || known_at(sc, j, nx, c))
+			break;
+		j = nx;
+	}
+	return j;
+}
+
+/* &name; &#123; &#x1F; at i: its end, or 0 */
+static size_t
+scan_entity(const Scan *sc, size_t i)
+{
+	size_t		j = i + 1;
+	int			n = 0;
+
+	if (at(sc, j) == '#')
+	{
+		bool		hex = at(sc, j + 1) == 'x' || at(sc, j + 1) == 'X';
+
+		j += 1 + hex;
+		while (n < 7 && (is_digit(at(sc, j)) ||
+						 (hex && ((at(sc, j) | 0x20) >= 'a' && (at(sc, j) | 0x20) <= 'f'))))
+			j++, n++;
+	}
+	else
+		while (n < 32 && (is_ascii_alpha(at(sc, j)) || (n > 0 && is_digit(at(sc, j)))))
+			j++, n++;
+	return n > 0 && at(sc, j) == ';' ? j + 1 : 0;
+}
+
+static size_t numbered_marker(const Scan *sc, size_t i);
+
+/* a list marker at i, at the start of a line (after spaces only) and before a space: its end, or 0 */
+static size_t
+scan_list_marker(const Scan *sc, size_t i, UChar32 c, size_t next)
+{
+	size_t		j = i,
+				st,
+				e = 0;
+	UChar32		p;
+
+	/* only spaces back to the line's start */
+	while ((p = cp_before(sc, j, &st)) >= 0 && (p == ' ' || p == '\t'))
+		j = st;
+	if (p >= 0 && p != '\n' && p != '\r' && p != 0x2028 && p != 0x2029)
+		return 0;
+	if (in("-*+", c) || c == 0x2022 || c == 0x00B7 || c == 0x2023 || c == 0x25E6 || c == 0x25AA ||
+		c == 0x2013 || c == 0x2014)
+		e = next;
+	else if (sc->numbered)
+		e = numbered_marker(sc, i);
+	return e && (at(sc, e) == ' ' || at(sc, e) == '\t') ? e : 0;
+}
+
+/* "1." "12)" "a)" at i: its end, or 0 */
+static size_t
+numbered_marker(const Scan *sc, size_t i)
+{
+	size_t		e = i;
+
+	while (e - i < 3 && is_digit(at(sc, e)))
+		e++;
+	if (e > i)
+		return in(".)", at(sc, e)) ? e + 1 : 0;
+	return is_ascii_alpha(at(sc, i)) && at(sc, i + 1) == ')' ? i + 2 : 0;
+}
+
+/*
+ * Do two lines or more start (after spaces) with "1. " "2) " "a) " ...?
+ * Only then are they a list's markers: one "3. Liga" at the start of a
+ * text is an ordinal, and a number.
+ */
+static bool
+has_numbered_list(const Scan *sc)
+{
+	int			lines = 0;
+	size_t		work = 0;
+
+	for (size_t i = 0; i < sc->len && lines < 2;)
+	{
+		size_t		e,
+					nl;
+
+		while (i < sc->len && (sc->s[i] == ' ' || sc->s[i] == '\t'))
+			i++;
+		e = numbered_marker(sc, i);
+		lines += e && (at(sc, e) == ' ' || at(sc, e) == '\t');
+		nl = i;
+		while (nl < sc->len && sc->s[nl] != '\n')
+			nl++;
+		SPM_CHECK_INTERRUPTS_WORK(work, nl + 1 - i);
+		i = nl + 1;
+	}
+	return lines >= 2;
+}
+
 /*
  * One pass over s: the spans of the kinds in mask written to out (when not
  * NULL), counted.  Run twice, to count and then to fill an array of the
@@ -546,7 +702,7 @@ number_start(const Scan *sc, UChar32 c, UChar32 prev, size_t pstart)
  * its old copies in the caller's context.
  */
 static size_t
-find(const char *s, size_t len, unsigned mask, TfSpan *out)
+find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *out)
 {
 	Scan		sc;
 	size_t		n = 0,
@@ -557,6 +713,8 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
 	sc.len = len;
+	sc.cc = cc;
+	sc.numbered = (mask & TF_SPAN_LIST) && has_numbered_list(&sc);
 	while (i < len)
 	{
 		size_t		nx,
@@ -573,7 +731,11 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 		done = i;
 
 		skip = nx;
-		switch (c)
+		/* before the rest: "1. " and "- " at a line's start are no number */
+		if ((mask & TF_SPAN_LIST) && (e = scan_list_marker(&sc, i, c, nx)) != 0)
+			kind = TF_SPAN_LIST;
+		else
+			switch (c)
 		{
 			case '`':
 				e = scan_code(&sc, i, prev, &skip);
@@ -599,6 +761,14 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 			case '#':
 				e = scan_tag(&sc, i, prev);
 				kind = c == '@' ? TF_SPAN_MENTION : TF_SPAN_HASHTAG;
+				/* "#4711": a number with its sign */
+				if (!e && c == '#' && is_digit(at(&sc, i + 1)) && !is_word(prev) && prev != '&' &&
+					(e = scan_number(&sc, i + 1, &skip)) != 0)
+					kind = TF_SPAN_NUMBER;
+				break;
+			case '&':
+				e = scan_entity(&sc, i);
+				kind = TF_SPAN_SYMBOL;
 				break;
 			case '$':
 				if (at(&sc, i + 1) == '{' && (e = scan_brace(&sc, i + 1)) != 0)
@@ -625,6 +795,21 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 			e = scan_number(&sc, i, &skip);
 			kind = TF_SPAN_NUMBER;
 		}
+		/* what the model cannot encode: a word with such a letter, or a run of symbols */
+		if (!e && cc != NULL && c > 0 && !u_isUWhiteSpace(c))
+		{
+			start = i;
+			if (is_word(c))
+				e = is_word(prev) ? 0 : scan_unknown_word(&sc, i);
+			else if (!in(".,;:!?'\"()-", c))
+				e = scan_unknown_run(&sc, i);
+			if (e == i)
+				e = 0;
+			/* "(日本)": its brackets with it, or the model drops them around the hole */
+			if (e && ((prev == '(' && at(&sc, e) == ')') || (prev == '[' && at(&sc, e) == ']')))
+				start = pstart, e++;
+			kind = TF_SPAN_SYMBOL;
+		}
 		if (e)
 		{
 			if ((kind & mask) && out)
@@ -641,7 +826,14 @@ find(const char *s, size_t len, unsigned mask, TfSpan *out)
 int
 tf_find_spans(const char *s, size_t len, unsigned mask, const SpmAlloc *a, TfSpan **spans)
 {
-	size_t		n = find(s, len, mask, NULL);
+	return tf_find_spans_checked(s, len, mask, NULL, a, spans);
+}
+
+int
+tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharCheck *cc,
+					  const SpmAlloc *a, TfSpan **spans)
+{
+	size_t		n = find(s, len, mask, cc, NULL);
 
 	*spans = NULL;
 	if (n == 0)
@@ -651,18 +843,19 @@ tf_find_spans(const char *s, size_t len, unsigned mask, const SpmAlloc *a, TfSpa
 	*spans = a->alloc(a->ctx, n * sizeof(TfSpan));
 	if (*spans == NULL)
 		return -1;
-	find(s, len, mask, *spans);
+	find(s, len, mask, cc, *spans);
 	return (int) n;
 }
 
 static const char *const kind_names[] = {
-	"url", "email", "number", "placeholder", "format", "mention", "hashtag", "code"
+	"url", "email", "number", "placeholder", "format", "mention", "hashtag", "code", "symbol", "list"
 };
+#define NKINDS ((int) (sizeof(kind_names) / sizeof(kind_names[0])))
 
 unsigned
 tf_span_kind_by_name(const char *name, size_t len)
 {
-	for (int b = 0; b < 8; b++)
+	for (int b = 0; b < NKINDS; b++)
 		if (strlen(kind_names[b]) == len && memcmp(name, kind_names[b], len) == 0)
 			return 1u << b;
 	return 0;
@@ -671,7 +864,7 @@ tf_span_kind_by_name(const char *name, size_t len)
 const char *
 tf_span_kind_name(int kind)
 {
-	for (int b = 0; b < 8; b++)
+	for (int b = 0; b < NKINDS; b++)
 		if (kind == (1 << b))
 			return kind_names[b];
 	return NULL;

@@ -9,6 +9,7 @@
 #ifndef SPANS_H
 #define SPANS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "spm.h"				/* SpmAlloc */
@@ -32,7 +33,9 @@ enum
 	 * 15.03.2024, 10:30, 3/4, 2024-03-15, 1990-2000); after a leading +
 	 * also by single spaces (+49 30 123456).  A sign (+ - U+2212) or a
 	 * currency sign just before, a % ‰ or currency sign just after are
-	 * part of it (-4, $5.99, €5, 5€, 20%); "€ 5" is "5".  Not a number:
+	 * part of it (-4, $5.99, €5, 5€, 20%), and so is a % or ‰ after one
+	 * space (20 %, as German writes it); "€ 5" is "5".  "#4711" is a number
+	 * with its "#" (not a hashtag: no letter).  Not a number:
 	 * digits glued to a word, before or after, directly or by - . / (A4,
 	 * B12, COVID-19, 3D, mp3, 1.5e3, 19-jährige, 15kg): the model copies
 	 * those words.  Ordinals keep their period: a number of one or two
@@ -69,8 +72,35 @@ enum
 	 * ``a ` b``, ```block```.  Runs of one or two close on the same line.
 	 */
 	TF_SPAN_CODE = 1 << 7,
-	TF_SPAN_ALL = 0xFF
+
+	/*
+	 * What the model could only lose: a run of characters that its
+	 * vocabulary cannot encode (they would be <unk>, or normalized away),
+	 * such as emoji (with their joiners, variation selectors and skin
+	 * tones), symbols and scripts it never saw; a word with such a letter
+	 * in it is kept whole.  And, as written, text that looks like an
+	 * entity: &lt; &amp; &#60; &#x3C; (in markup the parser has decoded
+	 * them: a "&lt;" left in a block's text was written "&amp;lt;").
+	 * Needs a TfCharCheck; without one, only the entities.
+	 */
+	TF_SPAN_SYMBOL = 1 << 8,
+
+	/*
+	 * A list marker at the start of a line (after spaces only) and before
+	 * a space: - * + • · ‣ ◦ ▪ – —; and, when two lines or more of the text
+	 * start so (a numbered list, not one "3. Liga"), 1 to 3 digits or one
+	 * letter with . or ): "1. ", "12) ", "a) ".
+	 */
+	TF_SPAN_LIST = 1 << 9,
+	TF_SPAN_ALL = 0x3FF
 };
+
+/* Whether the model can encode one character, its UTF-8 bytes c[0..len). */
+typedef struct TfCharCheck
+{
+	bool		(*known) (void *arg, const char *c, size_t len);
+	void	   *arg;
+} TfCharCheck;
 
 /* s[start..end) */
 typedef struct TfSpan
@@ -92,8 +122,12 @@ typedef struct TfSpan
 int			tf_find_spans(const char *s, size_t len, unsigned mask,
 						  const SpmAlloc *a, TfSpan **spans);
 
+/* The same, characters checked with cc (NULL: every character is known). */
+int			tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharCheck *cc,
+								  const SpmAlloc *a, TfSpan **spans);
+
 /* "url", "email", "number", "placeholder", "format", "mention", "hashtag",
- * "code" (len bytes, exact case) to its bit; 0 when unknown */
+ * "code", "symbol", "list" (len bytes, exact case) to its bit; 0 when unknown */
 unsigned	tf_span_kind_by_name(const char *name, size_t len);
 
 /* the name of one kind's bit; NULL when kind is not exactly one known bit */

@@ -115,6 +115,13 @@ typedef struct SpmEncoding
  * allocator, so leaving a loop that way leaks nothing.
  */
 extern void (*spm_interrupt_hook) (void);
+
+/*
+ * Whether the hook would not return now (a cancel or a timeout is
+ * pending), if set: for code that must stop a library and tidy up before
+ * calling the hook (libxml2's parser, which must not be left by longjmp).
+ */
+extern bool (*spm_interrupt_pending) (void);
 #define SPM_CHECK_INTERRUPTS(i) \
 	do { \
 		if ((((size_t) (i)) & 0x3FFF) == 0 && spm_interrupt_hook != NULL) \

@@ -7,6 +7,7 @@
 #include "spm.h"
 
 void		(*spm_interrupt_hook) (void) = NULL;
+bool		(*spm_interrupt_pending) (void) = NULL;
 #include "protobuf.h"
 
 #include <float.h>

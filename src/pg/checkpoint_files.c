@@ -264,7 +264,7 @@ next_tensor(TensorList *l)
  * its header (8 + *hlen_out bytes) in *hdr_out if not NULL.
  */
 static void
-locate_safetensors(const char *path, int file, TensorList *l, char **hdr_out, Size *hlen_out)
+locate_safetensors(const char *dir, const char *path, int file, TensorList *l, char **hdr_out, Size *hlen_out)
 {
 	FILE	   *f;
 	Size		fsize;
@@ -274,7 +274,7 @@ locate_safetensors(const char *path, int file, TensorList *l, char **hdr_out, Si
 	StoredTensor *st;
 	int			n;
 
-	f = OpenServerFile(path, MAX_CHECKPOINT_FILE, &fsize);
+	f = OpenServerFile(path, dir, MAX_CHECKPOINT_FILE, &fsize);
 	memset(first8, 0, sizeof(first8));
 	if (fsize >= 8)
 		ReadAt(f, path, 0, first8, 8);
@@ -322,7 +322,7 @@ read_at(void *ctx, uint64_t offset, void *buf, size_t len)
  * Names that alias an earlier tensor's bytes (tied weights) are marked.
  */
 static void
-locate_torch(const char *path, int file, TensorList *l)
+locate_torch(const char *dir, const char *path, int file, TensorList *l)
 {
 	FILE	   *f;
 	Size		fsize;
@@ -331,7 +331,7 @@ locate_torch(const char *path, int file, TensorList *l)
 	char		err[512];
 	int			first = l->n;
 
-	f = OpenServerFile(path, MAX_CHECKPOINT_FILE, &fsize);
+	f = OpenServerFile(path, dir, MAX_CHECKPOINT_FILE, &fsize);
 	if (tf_torch_checkpoint(read_at, f, fsize, &a, &ck, err, sizeof(err)) < 0)
 	{
 		size_t		len = strlen(err);
@@ -396,10 +396,10 @@ locate_torch(const char *path, int file, TensorList *l)
 }
 
 static Jsonb *
-read_json_file(const char *path, const char *what)
+read_json_file(const char *dir, const char *path, const char *what)
 {
 	Size		len;
-	char	   *s = ReadServerFile(path, MAX_INDEX_FILE, &len);
+	char	   *s = ReadServerFile(path, dir, MAX_INDEX_FILE, &len);
 
 	if (!pg_verify_mbstr(PG_UTF8, s, (int) len, true))
 		ereport(ERROR,
@@ -430,7 +430,7 @@ static void
 locate_shards(const char *dir, const char *index, bool torch, CheckpointFiles *files, TensorList *l)
 {
 	char	   *path = psprintf("%s/%s", dir, index);
-	Jsonb	   *j = read_json_file(path, index);
+	Jsonb	   *j = read_json_file(dir, path, index);
 	JsonbValue *map;
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -483,9 +483,9 @@ locate_shards(const char *dir, const char *index, bool torch, CheckpointFiles *f
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (torch)
-			locate_torch(files->paths[f], f, l);
+			locate_torch(dir, files->paths[f], f, l);
 		else
-			locate_safetensors(files->paths[f], f, l, NULL, NULL);
+			locate_safetensors(dir, files->paths[f], f, l, NULL, NULL);
 	}
 
 	/* every weight listed is in its shard exactly once; nothing unlisted */
@@ -544,11 +544,12 @@ LocateCheckpoint(const char *dir, ModelFamily family, CheckpointFiles *files, St
 
 	memset(&l, 0, sizeof(l));
 	memset(files, 0, sizeof(*files));
+	files->dir = pstrdup(dir);
 	encoder_checkpoint = family == FAMILY_BERT || family == FAMILY_XLMR;
 	if (file_exists(path = psprintf("%s/model.safetensors", dir)))
 	{
 		files->layout = "model.safetensors";
-		locate_safetensors(path, add_file(files, path), &l, &orig, &orig_len);
+		locate_safetensors(dir, path, add_file(files, path), &l, &orig, &orig_len);
 	}
 	else if (file_exists(psprintf("%s/model.safetensors.index.json", dir)))
 	{
@@ -558,7 +559,7 @@ LocateCheckpoint(const char *dir, ModelFamily family, CheckpointFiles *files, St
 	else if (file_exists(path = psprintf("%s/pytorch_model.bin", dir)))
 	{
 		files->layout = "pytorch_model.bin";
-		locate_torch(path, add_file(files, path), &l);
+		locate_torch(dir, path, add_file(files, path), &l);
 	}
 	else if (file_exists(psprintf("%s/pytorch_model.bin.index.json", dir)))
 	{
@@ -642,7 +643,7 @@ ReadTensorBytea(const CheckpointFiles *files, StoredTensor *t)
 	Size		fsize;
 	bytea	   *b;
 
-	f = OpenServerFile(path, MAX_CHECKPOINT_FILE, &fsize);
+	f = OpenServerFile(path, files->dir, MAX_CHECKPOINT_FILE, &fsize);
 	if (t->src_offset > fsize || t->nbytes > fsize - t->src_offset)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

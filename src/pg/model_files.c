@@ -366,7 +366,7 @@ NeededFile(const char *dir, const char *file, const char *what, Size *len)
 				(errcode(ERRCODE_UNDEFINED_FILE),
 				 errmsg("model directory \"%s\" lacks %s", dir, file),
 				 errdetail("It is %s.", what)));
-	return ReadServerFile(ModelFilePath(dir, file), MAX_TEXT_FILE, len);
+	return ReadServerFile(ModelFilePath(dir, file), dir, MAX_TEXT_FILE, len);
 }
 
 static char *
@@ -375,7 +375,7 @@ OptionalFile(const char *dir, const char *file, Size *len)
 	*len = 0;
 	if (!HasFile(dir, file))
 		return NULL;
-	return ReadServerFile(ModelFilePath(dir, file), MAX_TEXT_FILE, len);
+	return ReadServerFile(ModelFilePath(dir, file), dir, MAX_TEXT_FILE, len);
 }
 
 /* A key of a JSON object, or NULL. */

@@ -36,6 +36,7 @@ typedef struct CheckpointFiles
 {
 	int			nfiles;
 	char	  **paths;
+	const char *dir;			/* the model directory, which every path lies inside */
 	const char *layout;			/* "model.safetensors", "sharded pytorch_model.bin", ... */
 } CheckpointFiles;
 

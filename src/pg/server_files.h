@@ -16,11 +16,14 @@ extern void CheckServerFileAccess(const char *alternative);
 
 /*
  * Open a regular file of at most max_bytes for reading (AllocateFile, so
- * it is closed at abort); its size goes to *size.
+ * it is closed at abort); its size goes to *size.  It is opened without
+ * blocking and checked before it is read: a FIFO, a device, a socket or a
+ * directory is refused, and, unless within is NULL, a file whose real path
+ * (symlinks resolved) lies outside directory within.
  */
-extern FILE *OpenServerFile(const char *path, Size max_bytes, Size *size);
+extern FILE *OpenServerFile(const char *path, const char *within, Size max_bytes, Size *size);
 
 /* The whole file as a palloc'd buffer (NUL-terminated), at most max_bytes. */
-extern char *ReadServerFile(const char *path, Size max_bytes, Size *len);
+extern char *ReadServerFile(const char *path, const char *within, Size max_bytes, Size *len);
 
 #endif							/* SERVER_FILES_H */

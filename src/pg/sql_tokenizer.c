@@ -295,13 +295,13 @@ import_tokenizer(PG_FUNCTION_ARGS)
 			PG_RETURN_INT32(StoreTokenizer(name, model, model_len, json ? &vocab : NULL));
 		}
 	}
-	model = ReadServerFile(path, MAX_TOKENIZER_FILE, &model_len);
+	model = ReadServerFile(path, NULL, MAX_TOKENIZER_FILE, &model_len);
 
 	if (!PG_ARGISNULL(2))
 	{
 		char	   *vpath = text_to_cstring(PG_GETARG_TEXT_PP(2));
 		Size		vlen;
-		char	   *json = ReadServerFile(vpath, MAX_TOKENIZER_FILE, &vlen);
+		char	   *json = ReadServerFile(vpath, NULL, MAX_TOKENIZER_FILE, &vlen);
 
 		/* JSON files are UTF-8: jsonb in a UTF8 database, the file's bytes in others */
 		vocab = VocabFromFile("the vocabulary file", json, vlen);

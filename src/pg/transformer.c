@@ -40,6 +40,13 @@ check_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* whether CHECK_FOR_INTERRUPTS() would throw now: a cancel, a timeout or a termination */
+static bool
+interrupts_pending(void)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED();
+}
+
 /* the threads in effect: the lower of the two settings */
 static void
 apply_threads(int threads, int max)
@@ -157,6 +164,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("transformer");
 
 	spm_interrupt_hook = check_interrupts;
+	spm_interrupt_pending = interrupts_pending;
 	InitTokenizerCache();
 	InitModelCache();
 	InitDecodeWorkspace();

@@ -209,6 +209,29 @@ cut_rank(const char *u, size_t start, size_t c, size_t end)
 static bool ends_sentence(const char *s, size_t len);
 
 /*
+ * Pieces are looked for in a window of the text ahead, so that a sentence
+ * of megabytes is cut in time linear in its length, not tokenized whole
+ * for every piece.  The window starts at this many bytes per token of the
+ * limit (real text has 3 to 6) and doubles until it holds more tokens than
+ * fit, so the cut is the one the whole text would give.
+ */
+#define WINDOW_BYTES_PER_TOKEN 8
+
+/* pos + window, or end if nearer, moved back to a character's start */
+static size_t
+window_end(const char *u, size_t pos, size_t end, size_t window)
+{
+	size_t		w;
+
+	if (end - pos <= window)
+		return end;
+	w = pos + window;
+	while (w > pos + 1 && ((unsigned char) u[w] & 0xC0) == 0x80)
+		w--;
+	return w;
+}
+
+/*
  * A sentence u[start..end) (no whitespace at either end) as jobs: itself,
  * or, when it has more tokens than limit, pieces that fit: the last cut
  * point before the limit is found, then the best-ranked cut (cut_rank)
@@ -220,20 +243,32 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, int whole_limit
 			  size_t end)
 {
 	size_t		pos = start;
+	int			most = Max(whole_limit, limit);
 
 	while (pos < end)
 	{
-		int			ntok = count_tokens(jobs, tok, u + pos, end - pos);
+		size_t		window = (size_t) most * WINDOW_BYTES_PER_TOKEN;
+		size_t		wend = window_end(u, pos, end, window);
+		int			ntok = count_tokens(jobs, tok, u + pos, wend - pos);
 		size_t		lo,
 					hi,
 					cut = 0;
 		size_t		e;
 
+		/* a window with room to spare is widened until it holds more than fits */
+		while (wend < end && ntok <= most)
+		{
+			CHECK_FOR_INTERRUPTS();
+			window *= 2;
+			wend = window_end(u, pos, end, window);
+			ntok = count_tokens(jobs, tok, u + pos, wend - pos);
+		}
 		CHECK_FOR_INTERRUPTS();
 		if (ntok == 0)
 		{
-			add_part(p, -1, pos, end - pos);	/* nothing to translate */
-			return;
+			add_part(p, -1, pos, wend - pos);	/* nothing to translate */
+			pos = wend;
+			continue;
 		}
 		/*
 		 * A whole sentence, ended by its punctuation, is what a model
@@ -241,15 +276,15 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, int whole_limit
 		 * (which was measured on runs without final punctuation, and cut
 		 * Multi30k's longer test sentences for a loss of 0.17 BLEU).
 		 */
-		if (ntok <= limit ||
-			(pos == start && ntok <= whole_limit && ends_sentence(u + start, end - start)))
+		if (wend == end && (ntok <= limit ||
+							(pos == start && ntok <= whole_limit && ends_sentence(u + start, end - start))))
 		{
 			add_part(p, add_job(jobs, u + pos, end - pos), 0, 0);
 			return;
 		}
 		/* the last cut point whose prefix fits (token counts grow with the prefix) */
 		lo = pos + 1;
-		hi = end - 1;
+		hi = wend - 1;
 		while (lo <= hi)
 		{
 			size_t		mid = lo + (hi - lo) / 2;
@@ -294,7 +329,7 @@ plan_sentence(DocPlan *p, Jobs *jobs, Tokenizer *tok, int limit, int whole_limit
 		{
 			/* one long word: the longest run of whole characters that fits */
 			lo = pos + 1;
-			hi = end - 1;
+			hi = wend - 1;
 			while (lo <= hi)
 			{
 				size_t		c = lo + (hi - lo) / 2;
@@ -574,13 +609,67 @@ new_unit(Units *us, int doc)
 	return u;
 }
 
+/*
+ * Which characters the source model can encode, for TF_SPAN_SYMBOL: the
+ * character alone is encoded, and it is known if that gives tokens, none
+ * is the unknown one, and (for a symbol) the normalizer left it as it is.
+ * A byte-fallback model knows every character.
+ * Remembered for the call: two bits per character of the BMP.
+ */
+typedef struct KnownChars
+{
+	Tokenizer  *tok;
+	MemoryContext scratch;
+	uint8	   *bmp;			/* per code point: 0 not yet, 1 known, 2 unknown */
+} KnownChars;
+
+static bool
+char_known(void *arg, const char *c, size_t len)
+{
+	KnownChars *k = (KnownChars *) arg;
+	UChar32		cp;
+	int32_t		off = 0;
+	int			shift;
+	SpmAlloc	a;
+	SpmEncoding enc;
+	bool		known;
+
+	if (k->tok->model == NULL || k->tok->model->byte_fallback)
+		return true;
+	U8_NEXT((const uint8_t *) c, off, (int32_t) len, cp);
+	if (cp < 0)
+		return true;			/* (valid UTF-8 here) */
+	shift = (int) (cp & 3) * 2;
+	if (cp < 0x10000 && ((k->bmp[cp >> 2] >> shift) & 3) != 0)
+		return ((k->bmp[cp >> 2] >> shift) & 3) == 1;
+	a = PgAllocator(k->scratch);
+	known = spm_encode(k->tok->model, c, len, &a, &enc) && enc.ntokens > 0;
+	/* a symbol the normalizer turns into others (™ into TM, ½ into 1⁄2) is lost as well */
+	if (known && !u_isalnum(cp))
+	{
+		const char *nz = enc.normalized;
+		size_t		nlen = enc.normalized_len;
+
+		if (nlen >= 3 && memcmp(nz, "\xE2\x96\x81", 3) == 0)
+			nz += 3, nlen -= 3;
+		known = nlen == len && memcmp(nz, c, len) == 0;
+	}
+	for (int i = 0; known && i < enc.ntokens; i++)
+		known = k->tok->model->pieces[enc.tokens[i].id].type != SPM_UNKNOWN &&
+			(!k->tok->has_vocab || TokenModelId(k->tok, &enc.tokens[i]) != k->tok->vocab_unk);
+	MemoryContextReset(k->scratch);
+	if (cp < 0x10000)
+		k->bmp[cp >> 2] |= (known ? 1 : 2) << shift;
+	return known;
+}
+
 /* A unit of text s[0..len) with markup anchors ma (spans taken out: rich_text.c). */
 static void
-BuildUnit(Unit *u, const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep)
+BuildUnit(Unit *u, const char *s, size_t len, const TfAnchor *ma, int nma, unsigned keep, const TfCharCheck *cc)
 {
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
 
-	if (tf_unit_build(s, len, ma, nma, keep, &a, &u->u) < 0)
+	if (tf_unit_build_checked(s, len, ma, nma, keep, cc, &a, &u->u) < 0)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 }
 
@@ -752,6 +841,8 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 {
 	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
 	int			limit = SegmentLimit(cm);
+	KnownChars	known = {tok, NULL, NULL};
+	TfCharCheck cc = {char_known, &known};
 	DocOptions	dopt;
 	Units		us = {0};
 	Jobs		jobs = {0};
@@ -776,6 +867,11 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	TimestampTz started = GetCurrentTimestamp();
 
 	GetDocOptions(o, &dopt);
+	if (dopt.keep & TF_SPAN_SYMBOL)
+	{
+		known.scratch = AllocSetContextCreate(CurrentMemoryContext, "character check", ALLOCSET_SMALL_SIZES);
+		known.bmp = palloc0(0x10000 / 4);
+	}
 	/* every cache entry first: loading one may run a user's code */
 	(void) GetTokenizer(cm->target_tokenizer);
 	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
@@ -816,27 +912,33 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 				u += plen;
 				len -= plen;
 			}
-			BuildUnit(new_unit(&us, d), u, len, NULL, 0, dopt.keep);
+			BuildUnit(new_unit(&us, d), u, len, NULL, 0, dopt.keep, (dopt.keep & TF_SPAN_SYMBOL) ? &cc : NULL);
 		}
 		else
 		{
 			const TfMarkupBlock *blocks;
 			int			nblocks;
 
-			if (tf_markup_parse(u, len, dopt.format == FORMAT_HTML ? TF_MARKUP_HTML : TF_MARKUP_XML,
-								&pa, &mdocs[d], err, sizeof(err)) < 0)
+			int			rc;
+
+			/* (stopped for a pending cancel, which is served here; anything else pending, again) */
+			while ((rc = tf_markup_parse(u, len, dopt.format == FORMAT_HTML ? TF_MARKUP_HTML : TF_MARKUP_XML,
+										 &pa, &mdocs[d], err, sizeof(err))) == TF_MARKUP_INTERRUPTED)
+				CHECK_FOR_INTERRUPTS();
+			if (rc < 0)
 			{
-				/* HTML fails only past the nesting bound (or out of memory); XML on any error */
-				bool		deep = strstr(err, "nesting too deep") != NULL;
+				/* HTML fails only past a limit (or out of memory); XML on any error */
+				bool		limit = rc == TF_MARKUP_LIMIT;
 
 				ereport(ERROR,
-						(errcode(deep ? ERRCODE_PROGRAM_LIMIT_EXCEEDED :
+						(errcode(limit ? ERRCODE_PROGRAM_LIMIT_EXCEEDED :
 								 dopt.format == FORMAT_HTML ? ERRCODE_OUT_OF_MEMORY :
 								 tf_markup_is_document(u, len, TF_MARKUP_XML) ? ERRCODE_INVALID_XML_DOCUMENT :
 								 ERRCODE_INVALID_XML_CONTENT),
 						 errmsg("could not parse the input as %s", dopt.format == FORMAT_XML ? "XML" : "HTML"),
 						 errdetail("libxml2 reports: %s.", err),
-						 deep ? errhint("Elements may nest %d deep.", TF_MARKUP_MAX_DEPTH) : 0));
+						 limit ? errhint("Elements may nest %d deep and have %d attributes; a document may have %d nodes.",
+										 TF_MARKUP_MAX_DEPTH, TF_MARKUP_MAX_ATTRS, TF_MARKUP_MAX_NODES) : 0));
 			}
 			tf_markup_blocks(mdocs[d], &blocks, &nblocks);
 			for (int b = 0; b < nblocks; b++)
@@ -844,7 +946,7 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 				Unit	   *un = new_unit(&us, d);
 
 				CHECK_FOR_INTERRUPTS();
-				BuildUnit(un, blocks[b].text, blocks[b].len, blocks[b].anchors, blocks[b].nanchors, dopt.keep);
+				BuildUnit(un, blocks[b].text, blocks[b].len, blocks[b].anchors, blocks[b].nanchors, dopt.keep, (dopt.keep & TF_SPAN_SYMBOL) ? &cc : NULL);
 				un->label = blocks[b].attr != NULL || is_label(blocks[b].container);
 			}
 		}

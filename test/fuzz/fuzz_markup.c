@@ -26,6 +26,9 @@ int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #include "markup_census.h"
 
+void		(*spm_interrupt_hook) (void) = NULL;
+bool		(*spm_interrupt_pending) (void) = NULL;
+
 static bool
 is_void(const char *name)
 {

@@ -24,6 +24,8 @@
 #include "fuzz_arena.h"
 #include "markup_census.h"
 
+bool		(*spm_interrupt_pending) (void) = NULL;
+
 /* the server's interrupt hook (spm_model.c defines it there): none here */
 void		(*spm_interrupt_hook) (void) = NULL;
 

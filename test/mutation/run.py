@@ -196,6 +196,12 @@ class Suite:
             if name:
                 return ["env", "PATHOLOGICAL_ONLY=" + name, "make", "-s", "pathological"]
             return ["make", "-s", "pathological"]
+        if kind == "limits":
+            # limits:FUNCTION,... runs the limits harness on those functions only
+            # (a 40 MB call cancelled in each of its phases: one gap without checks is enough)
+            return ["env", "LIMITS_ONLY=" + name,
+                    "LIMITS_ARGS=--sizes 10 --cancel-mb 40 --timeout-ms " + ",".join(str(t) for t in range(300, 3001, 200)),
+                    "make", "-s", "limits"]
         if kind == "make":
             # make:TARGET, a check of the source tree (check-core, check-cycles)
             return ["make", "-s", name]

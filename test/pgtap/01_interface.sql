@@ -60,6 +60,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'attention_map(text,text,integer)', 'attention_svg(text,text,text,integer,integer)',
                              'translate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
                              'translate(text[],text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text,text,text[],boolean)',
+                             'translate(text,text,text,text)', 'translate(text[],text,text,text)',
                              'set_model_segment_length(text,integer)', 'transformer_stat_reset(text)',
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
                              'translate_column(regclass,text,text,text,integer,boolean,integer,integer,text,text[],text,text,text)',

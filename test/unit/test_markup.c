@@ -16,6 +16,9 @@
 
 #include "markup.h"
 
+void		(*spm_interrupt_hook) (void) = NULL;
+bool		(*spm_interrupt_pending) (void) = NULL;
+
 static int	ntests,
 			nfailed;
 
@@ -441,7 +444,7 @@ test_limits(void)
 		p += sprintf(p, "<b>");
 	p += sprintf(p, "deep");
 	rc = tf_markup_parse(s, p - s, TF_MARKUP_HTML, &alloc, &d, err, sizeof(err));
-	check(rc == -1 && strcmp(err, "line 1: element nesting too deep (limit 256)") == 0, "HTML 10000 deep: %s", err);
+	check(rc == TF_MARKUP_LIMIT && strcmp(err, "line 1: element nesting too deep (limit 256)") == 0, "HTML 10000 deep: %s", err);
 	rc = tf_markup_parse(s + 3 * 10000 - 3 * 255, 3 * 255 + 4, TF_MARKUP_HTML, &alloc, &d, err, sizeof(err));
 	check(rc == 0 && tf_markup_render(d, NULL, &alloc, &out, &len, err, sizeof(err)) == 0 &&
 		  strstr(out, "deep</b>") != NULL, "HTML 255 deep is fine");
@@ -451,7 +454,7 @@ test_limits(void)
 	for (size_t i = 0; i < n; i++)
 		p += sprintf(p, "</b>");
 	rc = tf_markup_parse(s, p - s, TF_MARKUP_XML, &alloc, &d, err, sizeof(err));
-	check(rc == -1, "XML 10000 deep: %s", err);
+	check(rc == TF_MARKUP_LIMIT, "XML 10000 deep: %s", err);
 	free(s);
 
 	/* 1 MB of paragraphs */
@@ -473,7 +476,7 @@ test_limits(void)
 	rc = tf_markup_parse(s, p - s, TF_MARKUP_HTML, &alloc, &d, err, sizeof(err));
 	if (rc == 0)
 		rc = tf_markup_render(d, NULL, &alloc, &out, &len, err, sizeof(err));
-	check(rc == -1, "1 MB of unclosed <b>: %s (%.2f s)", err, (double) (clock() - t0) / CLOCKS_PER_SEC);
+	check(rc == TF_MARKUP_LIMIT, "1 MB of unclosed <b>: %s (%.2f s)", err, (double) (clock() - t0) / CLOCKS_PER_SEC);
 	t0 = clock();
 	p = s;
 	while ((size_t) (p - s) < (1 << 20))
@@ -496,6 +499,101 @@ test_limits(void)
 	free(s);
 }
 
+static int	pending_after;		/* calls of pending() until it says yes; -1: never */
+static int	pending_calls;
+
+static bool
+pending(void)
+{
+	pending_calls++;
+	return pending_after >= 0 && pending_calls > pending_after;
+}
+
+/* element, attribute and node limits; a pending cancel stops libxml2 (issue 38) */
+static void
+test_caps(void)
+{
+	size_t		cap = 16 << 20;
+	char	   *s = malloc(cap),
+			   *p;
+	TfMarkupDoc *d;
+	char		err[256];
+	int			rc;
+	clock_t		t0;
+
+	for (int fmt = TF_MARKUP_HTML; fmt <= TF_MARKUP_XML; fmt++)
+	{
+		const char *f = fmt == TF_MARKUP_HTML ? "HTML" : "XML";
+
+		p = s + sprintf(s, "<p");
+		for (int i = 1; i <= TF_MARKUP_MAX_ATTRS; i++)
+			p += sprintf(p, " a%d=\"1\"", i);
+		sprintf(p, ">Ein Hund.</p>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0, "%s: an element with %d attributes parses", f, TF_MARKUP_MAX_ATTRS);
+		/* the review's shape, 95,000 attributes: refused before libxml2's quadratic check */
+		p = s + sprintf(s, "<p");
+		for (int i = 1; i <= 95000; i++)
+			p += sprintf(p, " a%d=1", i);
+		sprintf(p, ">Ein Hund.</p>");
+		t0 = clock();
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT && strcmp(err, "an element has more than 1000 attributes") == 0 &&
+			  clock() - t0 < CLOCKS_PER_SEC / 10, "%s: 95,000 attributes refused at once: %s (%.3f s)", f, err,
+			  (double) (clock() - t0) / CLOCKS_PER_SEC);
+		/* quoted '>' and attributes inside a comment do not count */
+		p = s + sprintf(s, "<!-- <p");
+		for (int i = 1; i <= 2000; i++)
+			p += sprintf(p, " a%d", i);
+		p += sprintf(p, "> --><p title=\"a > b");
+		for (int i = 1; i <= 2000; i++)
+			p += sprintf(p, " a%d", i);
+		sprintf(p, "\">x</p>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0, "%s: names in a comment or a quoted value are no attributes: %s", f, err);
+		/* a million and one nodes */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < TF_MARKUP_MAX_NODES + 1; i++)
+			p += sprintf(p, "<i></i>");
+		sprintf(p, "</d>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL, "%s: %s", f, err);
+		/* a pending cancel stops the parse: the caller serves it and may retry */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 100000; i++)
+			p += sprintf(p, "<b>x</b>");
+		sprintf(p, "</d>");
+		spm_interrupt_pending = pending;
+		pending_after = 3;
+		pending_calls = 0;
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_INTERRUPTED && pending_calls == 4, "%s: stopped at the 4th poll (%d): %s", f, pending_calls, err);
+		/* stopped inside a text: its characters are not passed on (they pointed into freed input) */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 100000; i++)
+			p += sprintf(p, "x&amp;");
+		sprintf(p, "</d>");
+		pending_after = 3;
+		pending_calls = 0;
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_INTERRUPTED, "%s: stopped in a text: %s", f, err);
+		pending_after = -1;
+		/* entities are no nodes: 600,000 of them in one text parse */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 600000; i++)
+			p += sprintf(p, "&amp;&#65;");
+		sprintf(p, "</d>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0, "%s: 1,200,000 entities in a text: %s", f, err);
+		pending_after = -1;
+		pending_calls = 0;
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0 && pending_calls >= 200000 / 256, "%s: polled every 256 events (%d polls)", f, pending_calls);
+		spm_interrupt_pending = NULL;
+	}
+	free(s);
+}
+
 int
 main(void)
 {
@@ -507,6 +605,7 @@ main(void)
 	test_render_ranges();
 	test_round_trip();
 	test_limits();
+	test_caps();
 	printf("%d tests, %d failed\n", ntests, nfailed);
 	for (size_t i = 0; i < arena.n; i++)
 		free(arena.ptrs[i]);
