@@ -7,8 +7,10 @@ currency, math, arrows, CJK inside German, bullets and numbered lists,
 hashtags and order numbers, HTML entities written as text, quotes and
 other symbols.  Deterministic (seeded); writes test/fixtures/messy_lines.txt,
 one input per line, with "\\n" standing for a line break inside an input.
+Also test/fixtures/caps_lines.txt: the first 150 captions of test 2017, for
+the ALL CAPS share (the test upper-cases them).
 
-    tools/gen_messy_corpus.py ../shared/data/multi30k/test_2016_flickr.de.gz
+    tools/gen_messy_corpus.py [../shared/data/multi30k]
 """
 import gzip
 import random
@@ -31,8 +33,8 @@ DECORATIONS = [
 
 
 def main():
-    src = sys.argv[1] if len(sys.argv) > 1 else "../shared/data/multi30k/test_2016_flickr.de.gz"
-    lines = [l.strip() for l in gzip.open(src, "rt", encoding="utf-8")]
+    data = sys.argv[1] if len(sys.argv) > 1 else "../shared/data/multi30k"
+    lines = [l.strip() for l in gzip.open(data + "/test_2016_flickr.de.gz", "rt", encoding="utf-8")]
     r = random.Random(38)
     out = []
     for i, s in enumerate(lines[:240]):
@@ -46,6 +48,10 @@ def main():
     with open("test/fixtures/messy_lines.txt", "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
     print("test/fixtures/messy_lines.txt: %d lines" % len(out))
+    caps = [l.strip() for l in gzip.open(data + "/test_2017_flickr.de.gz", "rt", encoding="utf-8")][:150]
+    with open("test/fixtures/caps_lines.txt", "w", encoding="utf-8") as f:
+        f.write("\n".join(caps) + "\n")
+    print("test/fixtures/caps_lines.txt: %d lines" % len(caps))
 
 
 if __name__ == "__main__":

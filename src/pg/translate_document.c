@@ -439,6 +439,63 @@ WholeLimit(CachedModel *cm, int limit)
 	return Min(positions, 2 * limit);
 }
 
+/* the end of the word at u[i..end) */
+static size_t
+word_end(const char *u, size_t i, size_t end)
+{
+	while (i < end && !is_space(u[i]))
+		i++;
+	return i;
+}
+
+/*
+ * Where the sentence u[start..end) says its beginning again: the start of
+ * the first later word at which its first two words recur, as they were
+ * written (capital included), or end.  "Ein Hund rennt Ein Hund rennt ..."
+ * is a list without punctuation, and a model trained on sentences
+ * translates two of its items as one ("A dog runs."): each item alone
+ * keeps every one.  Linear: each word is looked at once.
+ */
+static size_t
+next_repeat(const char *u, size_t start, size_t end)
+{
+	size_t		a0 = start,
+				a1 = word_end(u, a0, end),
+				b0,
+				b1,
+				i;
+	unsigned char c = (unsigned char) u[start];
+
+	/* a sentence starts with a capital (ASCII or not: bytes >= 0x80 let through) or a digit */
+	if (!((c >= 'A' && c <= 'Z') || c >= 0x80 || (c >= '0' && c <= '9')))
+		return end;
+	for (b0 = a1; b0 < end && is_space(u[b0]); b0++)
+		;
+	b1 = word_end(u, b0, end);
+	if (b1 == b0)
+		return end;
+	for (i = b1; i < end;)
+	{
+		size_t		e,
+					n0,
+					n1;
+
+		while (i < end && is_space(u[i]))
+			i++;
+		e = word_end(u, i, end);
+		if (e - i == a1 - a0 && memcmp(u + i, u + a0, a1 - a0) == 0)
+		{
+			for (n0 = e; n0 < end && is_space(u[n0]); n0++)
+				;
+			n1 = word_end(u, n0, end);
+			if (n1 - n0 == b1 - b0 && memcmp(u + n0, u + b0, b1 - b0) == 0)
+				return i;
+		}
+		i = e;
+	}
+	return end;
+}
+
 /*
  * A text u[0..len) as parts: its sentences (or, if !split, the whole text)
  * cut further if too long, as jobs; the whitespace kept.
@@ -467,7 +524,18 @@ plan_document(CachedModel *cm, Tokenizer *tok, int limit, bool split, const char
 		{
 			if (jobs->casing != NULL)
 				lower_sentence(jobs, (char *) u + cs, ce - cs);
-			plan_sentence(plan, jobs, tok, limit, WholeLimit(cm, limit), u, cs, ce);
+			/* a phrase said again and again without punctuation: each time a sentence */
+			for (size_t ps = cs, pe; ps < ce; ps = pe)
+			{
+				size_t		ws = next_repeat(u, ps, ce);
+
+				pe = ws;
+				while (pe > ps && is_space(u[pe - 1]))
+					pe--;
+				plan_sentence(plan, jobs, tok, limit, WholeLimit(cm, limit), u, ps, pe);
+				add_part(plan, -1, pe, ws - pe);
+				pe = ws;
+			}
 		}
 		add_part(plan, -1, ce, end - ce);
 	}

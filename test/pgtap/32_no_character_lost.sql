@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(21);
+SELECT plan(24);
 SELECT import_model('multi30k_de_en') IS NOT NULL AS imported \gset
 
 -- the review's reproductions
@@ -19,7 +19,7 @@ SELECT matches(translate('Ein Hund 😀 rennt.', 'multi30k_de_en'), '😀', 'an 
 SELECT matches(translate('Ein Mann 👨‍👩‍👧 und ein Hund 👍🏽.', 'multi30k_de_en'), '👨‍👩‍👧.*👍🏽',
                'emoji sequences whole: joiners and skin tones with them');
 SELECT matches(translate('Bestellung #4711 ist da.', 'multi30k_de_en'), '#4711', '"#" with digits is a number');
-SELECT is(translate('#4711', 'multi30k_de_en'), '#4711', 'alone, too');
+SELECT is(translate('#4711', 'multi30k_de_en', keep => '{number}'), '#4711', 'alone, too, kept as a number (not as a symbol)');
 SELECT matches(translate('Ich &lt;3 Hunde.', 'multi30k_de_en'), '&lt;3', 'in text, entity-like text is kept as written');
 SELECT is(translate('&lt;3', 'multi30k_de_en'), '&lt;3', 'alone, too');
 SELECT matches(translate(E'- Ein Hund rennt.\n- Eine Katze schläft.', 'multi30k_de_en'), E'^- \\S.*\n- \\S',
@@ -75,5 +75,23 @@ SELECT diag('messy corpus: ' || (SELECT count(*) FROM messy) || ' lines; non-let
 SELECT cmp_ok((SELECT sum(least(kin, kout))::float8 / sum(kin) FROM kept WHERE NOT punct), '>=', 0.99::float8,
               'messy corpus: 99% of the characters that are not letters, spaces or sentence punctuation are in the output');
 SELECT is((SELECT string_agg(DISTINCT c, ' ') FROM kept WHERE NOT punct AND kout < kin), NULL, 'none of them lost: emoji, symbols, digits, # & %');
+
+-- a phrase again and again without punctuation (a list, a log): every one kept
+SELECT cmp_ok(array_length(regexp_split_to_array(trim(translate(repeat('Ein Hund rennt ', 200), 'multi30k_de_en')), '\s+'), 1),
+              '>=', 300, 'the review''s "Ein Hund rennt" × 200 (600 words): at least half of the words (924 characters on 0.8.0)');
+SELECT is(translate('Ein Mann fährt Rad und ein Mann läuft.', 'multi30k_de_en'),
+          translate('Ein Mann fährt Rad und ein Mann läuft.', 'multi30k_de_en', split => false),
+          'a phrase said again in lower case is no repetition: one sentence');
+
+-- ALL CAPS: 150 captions of test 2017, upper-cased
+CREATE TEMP TABLE caps (n serial, s text);
+\copy caps(s) FROM 'test/fixtures/caps_lines.txt' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02')
+CREATE TEMP TABLE caps_out AS
+SELECT n, s, translate(s, 'multi30k_de_en') AS t, translate(upper(s), 'multi30k_de_en') AS tu FROM caps;
+SELECT diag('ALL CAPS: ' || count(*) FILTER (WHERE tu = upper(t)) || ' of ' || count(*) ||
+            ' captions give exactly the upper-cased translation of the captions as written') FROM caps_out;
+SELECT cmp_ok((SELECT avg((tu = upper(t))::int)::float8 FROM caps_out), '>=', 0.6::float8,
+              'ALL CAPS: at least 60% give the upper-cased translation (about 40% on 0.8.0 in the review)');
+
 SELECT * FROM finish();
 ROLLBACK;
