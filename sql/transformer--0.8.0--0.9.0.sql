@@ -124,3 +124,7 @@ RETURN @extschema@.translate(inputs, model, source_lang => from_lang, target_lan
 
 COMMENT ON FUNCTION translate(text[], text, text, text) IS
 'translates each element of inputs from from_lang to to_lang, as translate(inputs, model, source_lang => from_lang, target_lang => to_lang)';
+
+-- the kinds of spans kept: symbol and list (issue 38)
+COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text, text, text[], boolean) IS
+'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); source_lang and target_lang pick the languages of a multilingual model (see model_languages()); format text, html or xml (markup kept, text translated); keep: the kinds of spans kept verbatim (url, email, number, placeholder, format, mention, hashtag, code, symbol, list; NULL: all); split false: one segment, not sentences; NULL input gives NULL';

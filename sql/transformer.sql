@@ -359,7 +359,7 @@ LANGUAGE C STABLE PARALLEL SAFE
 COST 100000;
 
 COMMENT ON FUNCTION translate(text, text, integer, integer, boolean, double precision, integer, double precision, integer, integer, text, text, text, text[], boolean) IS
-'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); source_lang and target_lang pick the languages of a multilingual model (see model_languages()); format text, html or xml (markup kept, text translated); keep: the kinds of spans kept verbatim (url, email, number, placeholder, format, mention, hashtag, code; NULL: all); split false: one segment, not sentences; NULL input gives NULL';
+'translates input with a model as Hugging Face''s generate() does: greedy when beam_size is 1, beam search otherwise; every NULL option takes the model''s generation config (generation_config.json, else config.json); source_lang and target_lang pick the languages of a multilingual model (see model_languages()); format text, html or xml (markup kept, text translated); keep: the kinds of spans kept verbatim (url, email, number, placeholder, format, mention, hashtag, code, symbol, list; NULL: all); split false: one segment, not sentences; NULL input gives NULL';
 
 CREATE FUNCTION translate(inputs text[], model text, beam_size integer DEFAULT NULL, max_length integer DEFAULT NULL,
                           early_stopping boolean DEFAULT NULL, length_penalty double precision DEFAULT NULL,

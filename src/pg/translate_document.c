@@ -451,7 +451,7 @@ word_end(const char *u, size_t i, size_t end)
 /*
  * Where the sentence u[start..end) says its beginning again: the start of
  * the first later word at which its first two words recur, as they were
- * written (capital included), or end.  "Ein Hund rennt Ein Hund rennt ..."
+ * written (capital included; two different words), or end.  "Ein Hund rennt Ein Hund rennt ..."
  * is a list without punctuation, and a model trained on sentences
  * translates two of its items as one ("A dog runs."): each item alone
  * keeps every one.  Linear: each word is looked at once.
@@ -472,7 +472,8 @@ next_repeat(const char *u, size_t start, size_t end)
 	for (b0 = a1; b0 < end && is_space(u[b0]); b0++)
 		;
 	b1 = word_end(u, b0, end);
-	if (b1 == b0)
+	/* (a word said again, "Mann Mann Mann", is no phrase: cut as run-on text) */
+	if (b1 == b0 || (b1 - b0 == a1 - a0 && memcmp(u + a0, u + b0, a1 - a0) == 0))
 		return end;
 	for (i = b1; i < end;)
 	{
