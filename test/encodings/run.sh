@@ -22,7 +22,8 @@ want_tokens=$(ans "SELECT tokens('$src', 'multi30k_de_en/source')")
 want_align=$(ans "SELECT string_agg(source_word || '>' || target_word, ' ' ORDER BY target_pos) FROM align('$src', 'multi30k_de_en')")
 want_katze=$(ans "SELECT translate('Katzeä', 'multi30k_de_en')")
 want_html=$(ans "SELECT translate('<p title=\"Ein Mädchen\">$src <b>Zwei</b> Hunde, 3 Bälle.</p>', 'multi30k_de_en', format => 'html')")
-want_katze_replaced=$(ans "SELECT translate(U&'Katze\FFFD', 'multi30k_de_en')")
+# (as hex: U+FFFD is kept verbatim, and a LATIN1 server could not read it in the test's text)
+want_katze_replaced=$(ans "SELECT encode(convert_to(translate(U&'Katze\FFFD', 'multi30k_de_en'), 'UTF8'), 'hex')")
 dropdb transformer_enc_utf8
 
 for enc in LATIN1 SQL_ASCII; do

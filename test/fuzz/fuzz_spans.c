@@ -4,9 +4,12 @@
  * text (ill-formed UTF-8 is skipped: the server gives valid text).  The
  * spans must be sorted, non-empty, non-overlapping, in bounds, at
  * character boundaries, each of one kind in the mask and looking like
- * one (a mention starts with @ ...), the same as with every kind asked
- * for and filtered by the mask; abort() otherwise.
+ * one (a mention starts with @, a symbol holds a character the model
+ * does not know or is an entity ...), the same as with every kind asked
+ * for and filtered by the mask; abort() otherwise.  The model knows a
+ * character by a hash of its bytes.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +20,32 @@
 
 /* the server's interrupt hook (spm_model.c defines it there): none here */
 void		(*spm_interrupt_hook) (void) = NULL;
+
+/* a model that knows a character by a hash of its bytes: a third unknown */
+static bool
+known(void *arg, const char *c, size_t len)
+{
+	(void) arg;
+	return ((uint8_t) c[0] + (uint8_t) c[len - 1] + len) % 3 != 0;
+}
+
+static const TfCharCheck check = {known, NULL};
+
+/* does s[start..end) hold a character the model does not know? */
+static int
+has_unknown(const char *s, size_t start, size_t end)
+{
+	for (int32_t i = (int32_t) start; i < (int32_t) end;)
+	{
+		int32_t		b = i;
+		UChar32		c;
+
+		U8_NEXT((const uint8_t *) s, i, (int32_t) end, c);
+		if (c >= 0 && !known(NULL, s + b, (size_t) (i - b)))
+			return 1;
+	}
+	return 0;
+}
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -59,9 +88,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0 || size > (1 << 20) || !valid_utf8(data + 1, len))
 		return 0;
-	mask = data[0];
-	n = tf_find_spans(s, len, mask, &a, &sp);
-	nall = tf_find_spans(s, len, TF_SPAN_ALL, &a, &all);
+	/* (the top two bits also ask for symbols and list markers) */
+	mask = data[0] | ((unsigned) (data[0] >> 6) << 8);
+	n = tf_find_spans_checked(s, len, mask, &check, &a, &sp);
+	nall = tf_find_spans_checked(s, len, TF_SPAN_ALL, &check, &a, &all);
 	if (n < 0 || nall < n || (n == 0) != (sp == NULL))
 		abort();
 	for (int i = 0; i < n; i++)
@@ -79,7 +109,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(p->kind == TF_SPAN_HASHTAG && s[p->start] != '#') ||
 			(p->kind == TF_SPAN_EMAIL && memchr(s + p->start, '@', p->end - p->start) == NULL) ||
 			(p->kind == TF_SPAN_PLACEHOLDER && !memchr("{$%", s[p->start], 3)) ||
-			(p->kind == TF_SPAN_NUMBER && !has_digit(s + p->start, p->end - p->start)))
+			(p->kind == TF_SPAN_NUMBER && !has_digit(s + p->start, p->end - p->start)) ||
+			(p->kind == TF_SPAN_SYMBOL && !(s[p->start] == '&' && s[p->end - 1] == ';') &&
+			 !has_unknown(s, p->start, p->end)) ||
+			(p->kind == TF_SPAN_LIST && p->start > 0 && s[p->start - 1] != '\n' && s[p->start - 1] != ' ' &&
+			 s[p->start - 1] != '\t' && s[p->start - 1] != '\r'))
 			abort();
 		/* the mask filters, it does not change what is found */
 		while (k < nall && !(all[k].kind & mask))
