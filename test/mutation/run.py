@@ -198,9 +198,11 @@ class Suite:
             return ["make", "-s", "pathological"]
         if kind == "limits":
             # limits:FUNCTION,... runs the limits harness on those functions only
-            # (a 40 MB call cancelled in each of its phases: one gap without checks is enough)
+            # (a 40 MB call cancelled in each of its phases: one gap without checks is enough;
+            # 4 s for the memory at 10 MB, so that a loaded machine gets as far as the peak)
             return ["env", "LIMITS_ONLY=" + name,
-                    "LIMITS_ARGS=--sizes 10 --cancel-mb 40 --timeout-ms " + ",".join(str(t) for t in range(300, 3001, 200)),
+                    "LIMITS_ARGS=--sizes 10 --memory-timeout-ms 4000 --cancel-mb 40 --timeout-ms " +
+                    ",".join(str(t) for t in range(300, 3001, 200)),
                     "make", "-s", "limits"]
         if kind == "make":
             # make:TARGET, a check of the source tree (check-core, check-cycles)

@@ -12,8 +12,9 @@
 \pset pager off
 \set root `pwd`
 \set fx :root/test/fixtures/checkpoints
-\set scratch /tmp/transformer_files_test
 
+-- (one scratch directory per backend: the mutation shards run this file at once)
+SELECT '/tmp/transformer_files_test_' || pg_backend_pid() AS scratch \gset
 BEGIN;
 CREATE EXTENSION transformer;
 SELECT plan(14);
@@ -37,7 +38,7 @@ SELECT pg_temp.sh(format($c$
   rm -rf %1$s; mkdir -p %1$s/outside
   cp -r %2$s/m2m100_tiny %1$s/fifo_shard; rm %1$s/fifo_shard/model-00002-of-00002.safetensors
   mkfifo %1$s/fifo_shard/model-00002-of-00002.safetensors
-  (sleep 20; echo x > %1$s/fifo_shard/model-00002-of-00002.safetensors) > /dev/null 2>&1 &
+  (timeout 30 sh -c "sleep 20; echo x > %1$s/fifo_shard/model-00002-of-00002.safetensors") > /dev/null 2>&1 &
   cp -r %2$s/m2m100_tiny %1$s/link_shard; mv %1$s/link_shard/model-00002-of-00002.safetensors %1$s/outside/
   ln -s ../outside/model-00002-of-00002.safetensors %1$s/link_shard/model-00002-of-00002.safetensors
   cp -r %2$s/nllb_tiny_bin %1$s/link_bin; mv %1$s/link_bin/pytorch_model.bin %1$s/outside/
@@ -51,7 +52,7 @@ SELECT pg_temp.sh(format($c$
   for f in %2$s/m2m100_tiny/*; do b=$(basename $f); cp $f %1$s/hub/models--org--m2m/blobs/$b.blob
     ln -s ../../blobs/$b.blob %1$s/hub/models--org--m2m/snapshots/abc123/$b; done
   mkfifo %1$s/tokenizer.fifo
-  (sleep 20; echo x > %1$s/tokenizer.fifo) > /dev/null 2>&1 &
+  (timeout 30 sh -c "sleep 20; echo x > %1$s/tokenizer.fifo") > /dev/null 2>&1 &
   mkdir %1$s/xlmr_tok; ln -s %2$s/m2m100_tiny/sentencepiece.bpe.model %1$s/xlmr_tok/sentencepiece.bpe.model
 $c$, :'scratch', :'fx'));
 
@@ -93,7 +94,7 @@ SELECT alike(pg_temp.outcome(format('SELECT import_tokenizer(%L, %L)', 't2', :'s
             '42501 file "%/xlmr_tok/sentencepiece.bpe.model" lies outside directory%',
             'a tokenizer directory''s symlink pointing outside: refused');
 
--- (the writers waiting to unblock a FIFO find no directory when they wake)
+-- (the writers waiting to unblock a FIFO find no directory when they wake, or give up after 30 s)
 SELECT pg_temp.sh(format('rm -rf %s', :'scratch'));
 SELECT * FROM finish();
 ROLLBACK;
