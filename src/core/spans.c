@@ -714,7 +714,7 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 	sc.s = s;
 	sc.len = len;
 	sc.cc = cc;
-	sc.numbered = (mask & TF_SPAN_LIST) && has_numbered_list(&sc);
+	sc.numbered = has_numbered_list(&sc);
 	while (i < len)
 	{
 		size_t		nx,
@@ -732,7 +732,7 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 
 		skip = nx;
 		/* before the rest: "1. " and "- " at a line's start are no number */
-		if ((mask & TF_SPAN_LIST) && (e = scan_list_marker(&sc, i, c, nx)) != 0)
+		if ((e = scan_list_marker(&sc, i, c, nx)) != 0)
 			kind = TF_SPAN_LIST;
 		else
 			switch (c)
