@@ -640,17 +640,20 @@ scan_list_marker(const Scan *sc, size_t i, UChar32 c, size_t next)
 				e = 0;
 	UChar32		p;
 
-	/* only spaces back to the line's start */
-	while ((p = cp_before(sc, j, &st)) >= 0 && (p == ' ' || p == '\t'))
-		j = st;
-	if (p >= 0 && p != '\n' && p != '\r' && p != 0x2028 && p != 0x2029)
-		return 0;
+	/* a marker and a space first: the walk back is then over the spaces before a marker only (linear) */
 	if (in("-*+", c) || c == 0x2022 || c == 0x00B7 || c == 0x2023 || c == 0x25E6 || c == 0x25AA ||
 		c == 0x2013 || c == 0x2014)
 		e = next;
 	else if (sc->numbered)
 		e = numbered_marker(sc, i);
-	return e && (at(sc, e) == ' ' || at(sc, e) == '\t') ? e : 0;
+	if (!e || (at(sc, e) != ' ' && at(sc, e) != '\t'))
+		return 0;
+	/* only spaces back to the line's start */
+	while ((p = cp_before(sc, j, &st)) >= 0 && (p == ' ' || p == '\t'))
+		j = st;
+	if (p >= 0 && p != '\n' && p != '\r' && p != 0x2028 && p != 0x2029)
+		return 0;
+	return e;
 }
 
 /* "1." "12)" "a)" at i: its end, or 0 */

@@ -387,6 +387,13 @@ main(void)
 	pathological("${", 0, 0);
 	pathological("\\", 0, 0);
 	pathological("1. ", 0, 1 << 24);
+	pathological(" ", 0, 0);
+	pathological("\t ", 0, 0);
+	pathological("\n- ", 1 << 20, 8 << 20);
+	pathological("\n1. ", 1 << 20, 8 << 20);
+	pathological("a) ", 0, 0);
+	pathological("&amp;", 1 << 20, 8 << 20);
+	pathological("&a", 0, 0);
 	pathological("-", 0, 0);
 	pathological("a-1", 0, 0);
 	pathological("1.a", 0, 0);
