@@ -711,7 +711,8 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 	size_t		n = 0,
 				i = 0,
 				done = 0,
-				work = 0;
+				work = 0,
+				last_end = 0;	/* the end of the last span found, of any kind */
 
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
@@ -809,7 +810,7 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 			if (e == i)
 				e = 0;
 			/* "(日本)": its brackets with it, or the model drops them around the hole */
-			if (e && ((prev == '(' && at(&sc, e) == ')') || (prev == '[' && at(&sc, e) == ']')))
+			if (e && pstart >= last_end && ((prev == '(' && at(&sc, e) == ')') || (prev == '[' && at(&sc, e) == ']')))
 				start = pstart, e++;
 			kind = TF_SPAN_SYMBOL;
 		}
@@ -818,7 +819,7 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 			if ((kind & mask) && out)
 				out[n] = (TfSpan) {start, e, kind};
 			n += (kind & mask) != 0;
-			i = e;
+			i = last_end = e;
 		}
 		else
 			i = skip > nx ? skip : nx;
