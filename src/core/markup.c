@@ -956,7 +956,9 @@ watch_parser(xmlParserCtxtPtr ctxt)
 	ctxt->sax->startElement = prog.orig.startElement ? on_start : NULL;
 	ctxt->sax->startElementNs = prog.orig.startElementNs ? on_start_ns : NULL;
 	ctxt->sax->characters = prog.orig.characters ? on_characters : NULL;
-	ctxt->sax->ignorableWhitespace = prog.orig.ignorableWhitespace ? on_whitespace : NULL;
+	/* (libxml2 tells blanks from text only when the two callbacks differ: keep them equal if they were) */
+	ctxt->sax->ignorableWhitespace = prog.orig.ignorableWhitespace == prog.orig.characters ? ctxt->sax->characters :
+		prog.orig.ignorableWhitespace ? on_whitespace : NULL;
 	ctxt->sax->cdataBlock = prog.orig.cdataBlock ? on_cdata : NULL;
 	ctxt->sax->comment = prog.orig.comment ? on_comment : NULL;
 	ctxt->sax->processingInstruction = prog.orig.processingInstruction ? on_pi : NULL;
