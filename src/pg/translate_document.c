@@ -705,6 +705,12 @@ char_known(void *arg, const char *c, size_t len)
 
 	if (k->tok->model == NULL || k->tok->model->byte_fallback)
 		return true;
+	if (k->bmp == NULL)
+	{
+		/* first asked: a text of ASCII letters and spaces never is */
+		k->scratch = AllocSetContextCreate(CurrentMemoryContext, "character check", ALLOCSET_SMALL_SIZES);
+		k->bmp = palloc0(0x10000 / 4);
+	}
 	U8_NEXT((const uint8_t *) c, off, (int32_t) len, cp);
 	if (cp < 0)
 		return true;			/* (valid UTF-8 here) */
@@ -936,11 +942,6 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 	TimestampTz started = GetCurrentTimestamp();
 
 	GetDocOptions(o, &dopt);
-	if (dopt.keep & TF_SPAN_SYMBOL)
-	{
-		known.scratch = AllocSetContextCreate(CurrentMemoryContext, "character check", ALLOCSET_SMALL_SIZES);
-		known.bmp = palloc0(0x10000 / 4);
-	}
 	/* every cache entry first: loading one may run a user's code */
 	(void) GetTokenizer(cm->target_tokenizer);
 	jobs.scratch = AllocSetContextCreate(CurrentMemoryContext, "token count", ALLOCSET_DEFAULT_SIZES);
