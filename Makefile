@@ -36,6 +36,7 @@ OBJS = \
 	src/core/placement.o \
 	src/core/rich_text.o \
 	src/core/spans.o \
+	src/core/special_tokens.o \
 	src/core/casing.o \
 	src/core/markup.o \
 	src/pg/decode_workspace.o \
@@ -147,7 +148,10 @@ test/unit/test_placement: test/unit/test_placement.c src/core/placement.c src/co
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_placement.c src/core/placement.c
 test/unit/test_wordpiece: test/unit/test_wordpiece.c src/core/wordpiece.c src/core/wordpiece.h src/core/spm_model.c src/core/spm.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_wordpiece.c src/core/wordpiece.c src/core/spm_model.c src/core/protobuf.c -licuuc
-TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing test/unit/test_placement test/unit/test_wordpiece
+test/unit/test_special_tokens: test/unit/test_special_tokens.c src/core/special_tokens.c src/core/special_tokens.h src/core/spm_normalize.c src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_special_tokens.c src/core/special_tokens.c src/core/spm_normalize.c src/core/spm_model.c src/core/protobuf.c
+TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing test/unit/test_placement test/unit/test_wordpiece \
+	test/unit/test_special_tokens
 # one unit test alone, for make mutation: make unittest-placement
 unittest-%: test/unit/test_%
 	test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
@@ -419,13 +423,16 @@ FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_m
 FUZZERS += test/fuzz/fuzz_wordpiece
 
 test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
-		test/unit/test_wordpiece.c src/core/wordpiece.c src/core/markup.c src/core/spans.c src/core/casing.c src/core/placement.c src/core/*.h
+		test/unit/test_wordpiece.c test/unit/test_special_tokens.c src/core/wordpiece.c src/core/markup.c src/core/spans.c \
+		src/core/casing.c src/core/placement.c src/core/special_tokens.c src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core $(XML2_CFLAGS) -o test/unit/test_markup_san test/unit/test_markup.c src/core/markup.c $(XML2_LIBS)
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_spans_san test/unit/test_spans.c src/core/spans.c -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_casing_san test/unit/test_casing.c src/core/casing.c -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_placement_san test/unit/test_placement.c src/core/placement.c
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_wordpiece_san test/unit/test_wordpiece.c \
 	  src/core/wordpiece.c src/core/spm_model.c src/core/protobuf.c -licuuc
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_special_tokens_san test/unit/test_special_tokens.c \
+	  src/core/special_tokens.c src/core/spm_normalize.c src/core/spm_model.c src/core/protobuf.c
 	touch $@
 
 test/fuzz/fuzz_wordpiece: test/fuzz/fuzz_wordpiece.c test/fuzz/fuzz_arena.h src/core/wordpiece.c src/core/wordpiece.h src/core/spm_model.c
@@ -469,7 +476,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_torch_san test/fixtures/torch > test/unit/test_torch_san.log 2>&1 || \
 	  { tail -20 test/unit/test_torch_san.log; exit 1; }
 	tail -1 test/unit/test_torch_san.log
-	for t in markup spans casing placement wordpiece; do \
+	for t in markup spans casing placement wordpiece special_tokens; do \
 	  TF_PATHOLOGICAL_MB=1 ASAN_OPTIONS=detect_leaks=1 test/unit/test_$${t}_san > test/unit/test_$${t}_san.log 2>&1 || \
 	    { tail -20 test/unit/test_$${t}_san.log; exit 1; }; \
 	  tail -1 test/unit/test_$${t}_san.log; \

@@ -3,7 +3,8 @@
 
 The reference is Debian's python3-sentencepiece; Marian ids are mapped through
 vocab.json as Hugging Face's MarianTokenizer does (a piece missing from the
-vocabulary is <unk>).  For each of the four OPUS-MT SentencePiece models in
+vocabulary is <unk>; </s>, <unk> and <pad> written in the text are those
+tokens, split off first as tools/nllb_tokenizer.py ports it).  For each of the four OPUS-MT SentencePiece models in
 ../shared/data/spm it writes:
 
   test/fixtures/tokenizer/<name>.multi30k.gz
@@ -24,6 +25,8 @@ import json
 import os
 
 import sentencepiece as spm
+
+import nllb_tokenizer as nt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -114,7 +117,16 @@ class Ref:
         r = {"input": text, "spm_ids": spm_ids, "pieces": pieces,
              "decoded": self.sp.decode(spm_ids)}
         if self.vocab is not None:
-            ids = [self.vocab.get(p, self.unk) for p in pieces]
+            # MarianTokenizer: its special tokens written in the text are split
+            # off first (PreTrainedTokenizer.tokenize's Trie, ported in
+            # tools/nllb_tokenizer.py), each segment is encoded on its own
+            specials = [t for t in ("</s>", "<unk>", "<pad>") if t in self.vocab]
+            ids = []
+            for chunk in nt.split_on_tokens(text, specials):
+                if chunk in specials:
+                    ids.append(self.vocab[chunk])
+                else:
+                    ids += [self.vocab.get(p, self.unk) for p in self.sp.encode(chunk, out_type=str)]
             r["ids"] = ids
             r["decoded_vocab"] = self.sp.decode_pieces([self.inv[i] for i in ids])
         return r

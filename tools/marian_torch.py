@@ -167,9 +167,15 @@ class Marian(nn.Module):
             return self.lm_head.weight
         return self.decoder.embed_tokens.weight
 
-    def encode(self, src):
-        """src (b, n) ids; pad positions are masked out of attention."""
-        pad = src.eq(self.cfg["pad_token_id"]).unsqueeze(1)  # (b, 1, n)
+    def encode(self, src, attention_mask=None):
+        """src (b, n) ids; attention_mask (b, n), 0 at padding: the
+        tokenizer's, which is 1 for a <pad> written in the text.  Without
+        it, pad ids are masked out of attention, as generate() infers the
+        mask from input_ids alone."""
+        if attention_mask is None:
+            pad = src.eq(self.cfg["pad_token_id"]).unsqueeze(1)  # (b, 1, n)
+        else:
+            pad = attention_mask.eq(0).unsqueeze(1)
         x = self.encoder.embed(src)
         for layer in self.encoder.layers:
             x = layer(x, pad)

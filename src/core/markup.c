@@ -160,6 +160,7 @@ typedef struct ErrCapture
 	int			line;
 	int			level;
 	int			depth_line;		/* libxml2 stopped at its depth limit here */
+	int			huge_line;		/* ... or at its size limit for one text, value or name */
 	char		msg[256];
 } ErrCapture;
 
@@ -172,6 +173,11 @@ on_error(void *ctx, xmlErrorPtr e)
 
 	if (e && e->code == XML_ERR_INTERNAL_ERROR && e->message && strstr(e->message, "depth"))
 		c->depth_line = e->line ? e->line : 1;
+	/* XML_MAX_TEXT_LENGTH (10,000,000 bytes) without XML_PARSE_HUGE: a limit, not invalid markup */
+	if (e && e->message && c->huge_line == 0 &&
+		(strstr(e->message, "Huge input lookup") || strstr(e->message, "huge text node") ||
+		 strstr(e->message, "length too long") || strstr(e->message, "Name too long")))
+		c->huge_line = e->line ? e->line : 1;
 	if (e == NULL || (int) e->level <= c->level || e->level < XML_ERR_ERROR)
 		return;
 	c->level = (int) e->level;
@@ -970,7 +976,7 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 				TfMarkupDoc **docp, char *err, size_t errlen)
 {
 	TfMarkupDoc *d;
-	ErrCapture	cap = {0, 0, 0, ""};
+	ErrCapture	cap = {0, 0, 0, 0, ""};
 	xmlStructuredErrorFunc saved_s;
 	xmlGenericErrorFunc saved_g;
 	void	   *saved_sctx,
@@ -1116,6 +1122,13 @@ tf_markup_parse(const char *s, size_t len, int format, const SpmAlloc *a,
 		/* libxml2 stops there: the rest would be lost */
 		snprintf(err, errlen, "line %d: element nesting too deep (limit %d)",
 				 cap.depth_line, TF_MARKUP_MAX_DEPTH);
+		rc = TF_MARKUP_LIMIT;
+	}
+	else if (cap.huge_line)
+	{
+		/* parserInternals.h's XML_MAX_TEXT_LENGTH */
+		snprintf(err, errlen, "line %d: a text, attribute value or name longer than libxml2's limit of 10,000,000 bytes",
+				 cap.huge_line);
 		rc = TF_MARKUP_LIMIT;
 	}
 	else if (xd == NULL && format == TF_MARKUP_XML)

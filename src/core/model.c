@@ -129,20 +129,33 @@ ffn_block(const TfModel *m, const TfLayerWeights *L, int ffn, int rows,
 
 /* ------------------------------------------------------------ encoder */
 
+bool
+tf_positions_skip_pad(const TfConfig *c)
+{
+	return c->positions == TF_POS_SINUSOIDAL_FAIRSEQ || c->pos_offset > 0;
+}
+
 void
 tf_embed(const TfModel *m, int n, const int *ids, float *out)
 {
 	int			d = m->cfg.d_model;
 	float		scale = m->cfg.scale_embedding ? sqrtf((float) d) : 1.0f;
+	bool		skip_pad = tf_positions_skip_pad(&m->cfg);
+	int			pos = 0;
 
 	for (int i = 0; i < n; i++)
 	{
-		const float *p = m->w.enc_pos + (size_t) i * d;
+		bool		pad = skip_pad && ids[i] == m->cfg.pad_id;
+		const float *p = pad ? m->w.pad_pos : m->w.enc_pos + (size_t) pos++ * d;
 		float	   *o = out + (size_t) i * d;
 
 		tf_packed_row(m->cfg.src_vocab, d, o, m->w.enc_embed.data, m->w.enc_embed.dtype, ids[i]);
-		for (size_t j = 0; j < (size_t) d; j++)
-			o[j] = o[j] * scale + p[j];
+		if (p == NULL)
+			for (size_t j = 0; j < (size_t) d; j++)
+				o[j] = o[j] * scale;
+		else
+			for (size_t j = 0; j < (size_t) d; j++)
+				o[j] = o[j] * scale + p[j];
 	}
 	if (m->cfg.embed_norm)
 		tf_layer_norm(n, d, out, out, m->w.embed_norm_g, m->w.embed_norm_b, m->cfg.ln_eps);

@@ -106,6 +106,9 @@ typedef struct TfWeights
 	TfMatrix	lm_head;		/* (vocab, d), usually == dec_embed */
 	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
 	const float *enc_pos;		/* (max_pos, d) */
+	const float *pad_pos;		/* (d) the position of a pad id in the source when
+								 * tf_positions_skip_pad(): XLM-R's row padding_idx;
+								 * NULL: zeros (fairseq's sinusoidal row padding_idx) */
 	const float *dec_pos;		/* (max_pos, d) */
 	TfLayerWeights *enc;		/* (enc_layers) */
 	TfLayerWeights *dec;		/* (dec_layers) */
@@ -129,7 +132,18 @@ typedef struct TfModel
  */
 void		tf_sinusoidal_positions(int max_pos, int d, TfPositions kind, int first, float *out);
 
-/* out (n, d) = embed[ids] · scale + positions[0..n), LayerNorm'd if config.embed_norm. */
+/*
+ * Are a source's positions counted from its ids, a pad id taking position
+ * padding_idx and not counted (fairseq's make_positions, Hugging Face's
+ * create_position_ids_from_input_ids: XLM-R / RoBERTa and M2M100 / NLLB)?
+ * Otherwise token i is at position i (Marian, BERT).
+ */
+bool		tf_positions_skip_pad(const TfConfig *c);
+
+/*
+ * out (n, d) = embed[ids] · scale + positions (0, 1, ..., or counted as
+ * tf_positions_skip_pad() says), LayerNorm'd if config.embed_norm.
+ */
 void		tf_embed(const TfModel *m, int n, const int *ids, float *out);
 
 /* out (n, d) = the encoder's output for ids (no padding). */

@@ -15,7 +15,7 @@
 #include "tensor_ops.h"
 
 #define WFILE_MAGIC "TFWEIGHT"
-#define WFILE_VERSION 3
+#define WFILE_VERSION 4
 #define WFILE_ENDIAN 0x01020304u
 #define NO_OFFSET UINT64_MAX
 #define VECTOR_DTYPE 255u		/* an fp32 vector, not a packed matrix */
@@ -266,6 +266,7 @@ visit(Visit *v, TfModel *m)
 	vector(v, &m->w.logits_bias, c->vocab, 1);
 	vector(v, &m->w.enc_pos, (size_t) c->max_pos * d, 0);
 	vector(v, &m->w.dec_pos, (size_t) c->max_pos * d, 0);
+	vector(v, &m->w.pad_pos, d, 1);
 	for (int i = 0; i < c->enc_layers; i++)
 		layer(v, &m->w.enc[i], d, c->enc_ffn, 0);
 	for (int i = 0; i < c->dec_layers; i++)
@@ -282,7 +283,7 @@ visit(Visit *v, TfModel *m)
 static size_t
 count_fields(const TfModel *m)
 {
-	return 6 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 6;
+	return 7 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 6;
 }
 
 /* dims: 16 values, WHeader's dims then dims2 */

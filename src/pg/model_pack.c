@@ -372,6 +372,15 @@ encoder_embeddings(WeightBuilder *wb, MemoryContext cxt)
 		for (size_t p = 0; p < (size_t) c->max_pos; p++)
 			for (size_t j = 0; j < (size_t) d; j++)
 				table[p * d + j] = pos[(p + c->pos_offset) * d + j] + types[j];
+		/* a pad id written in the text sits at position padding_idx (pad_id < pos_offset) */
+		if (tf_positions_skip_pad(c))
+		{
+			float	   *pad = arena_take(wb, sizeof(float) * d, "pad position");
+
+			for (size_t j = 0; j < (size_t) d; j++)
+				pad[j] = pos[(size_t) c->pad_id * d + j] + types[j];
+			m->w.pad_pos = pad;
+		}
 	}
 	m->w.enc_pos = table;
 	m->w.dec_pos = table;
@@ -409,7 +418,8 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 	TfConfig   *c = &m->cfg;
 	int			d = c->d_model;
 	WeightBuilder wb;
-	double		bytes = 2.0 * (sizeof(float) * c->max_pos * d + ARENA_ALIGN);	/* computed positions */
+	double		bytes = 2.0 * (sizeof(float) * c->max_pos * d + ARENA_ALIGN) +
+		sizeof(float) * d + ARENA_ALIGN;	/* computed positions, the pad position */
 	TfMatrix	shared;
 
 	/* size the arena: matrices as stored, vectors as fp32, aligned */

@@ -351,94 +351,116 @@ drop_tokenizer(PG_FUNCTION_ARGS)
 }
 
 /*
- * XLMRobertaTokenizer's special tokens in the text: each is that token, and
- * the text between them is encoded on its own (its tokens_trie split).
- * <mask>'s lstrip changes nothing here: SentencePiece drops the whitespace
- * at a segment's end anyway (the Rust library's Metaspace keeps a lone
- * "▁" there, one of the lines where the fast tokenizer departs from it).
+ * Encoding with special tokens in the text (PreTrainedTokenizer.tokenize,
+ * ported from transformers 4.57's tokenization_utils.py through
+ * tools/nllb_tokenizer.py; the fast tokenizers' AddedVocabulary splits the
+ * same way): the text is cut around every special token, the earliest and
+ * longest first; a token's lstrip (rstrip) eats the whitespace before
+ * (after) it; each segment between is encoded on its own.  SentencePiece
+ * drops whitespace at a segment's end, as the slow tokenizers do; the fast
+ * ones' Metaspace keeps a lone "▁" there where no normalizer strips it
+ * (XLM-R's tokenizer.json; NLLB's strips it): 29_encoder_tokenizers.sql
+ * follows the slow XLMRobertaTokenizer, and so does this.
  */
-static const struct
+typedef struct TokenList
 {
-	const char *s;
-	int			len;
-}			FairseqSpecials[] = {
-	{"<s>", 3}, {"</s>", 4}, {"<pad>", 5}, {"<unk>", 5}, {"<mask>", 6}
-};
+	SpmEncoding *enc;
+	int			cap;
+	const SpmAlloc *a;
+} TokenList;
 
+static void
+add_token(TokenList *l, int id, const char *str, uint32 len)
+{
+	if (l->enc->ntokens == l->cap)
+	{
+		int			cap = Max(16, l->cap * 2);
+		SpmToken   *t;
+
+		if ((Size) cap > MaxAllocSize / sizeof(SpmToken))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("input is too long to tokenize")));
+		t = l->a->alloc(l->a->ctx, sizeof(SpmToken) * cap);
+		if (l->enc->ntokens > 0)
+			memcpy(t, l->enc->tokens, sizeof(SpmToken) * l->enc->ntokens);
+		l->enc->tokens = t;
+		l->cap = cap;
+	}
+	l->enc->tokens[l->enc->ntokens].id = id;
+	l->enc->tokens[l->enc->ntokens].str = str;
+	l->enc->tokens[l->enc->ntokens].len = len;
+	l->enc->ntokens++;
+}
+
+/* a segment between special tokens, as the tokenizer encodes it */
 static bool
-encode_append(Tokenizer *tok, const char *s, Size len, const SpmAlloc *a, SpmEncoding *enc)
+encode_segment(Tokenizer *tok, const char *s, Size len, TokenList *l)
 {
 	SpmEncoding part;
-	SpmToken   *t;
 
 	if (len == 0)
 		return true;
-	if (!spm_encode(tok->model, s, len, a, &part))
+	if (!spm_encode(tok->model, s, len, l->a, &part))
 		return false;
-	t = a->alloc(a->ctx, sizeof(SpmToken) * (enc->ntokens + part.ntokens + 1));
-	if (enc->ntokens > 0)
-		memcpy(t, enc->tokens, sizeof(SpmToken) * enc->ntokens);
-	if (part.ntokens > 0)
-		memcpy(t + enc->ntokens, part.tokens, sizeof(SpmToken) * part.ntokens);
-	enc->tokens = t;
-	enc->ntokens += part.ntokens;
+	for (int i = 0; i < part.ntokens; i++)
+		add_token(l, part.tokens[i].id, part.tokens[i].str, part.tokens[i].len);
 	return true;
 }
 
+/* A special token in an encoding: its model id, which TokenModelId() gives back. */
+#define SPECIAL_TOKEN_ID(model_id) (-2 - (model_id))
+
 static bool
-encode_with_specials(Tokenizer *tok, const char *s, Size len, const SpmAlloc *a, SpmEncoding *enc)
+encode_with_specials(Tokenizer *tok, const TfSpecialSet *set, const char *s, Size len, const SpmAlloc *a,
+					 SpmEncoding *enc)
 {
+	TokenList	l = {enc, 0, a};
 	Size		from = 0;
+	Size		pos = 0;
+	size_t		at;
+	int			k;
 
 	memset(enc, 0, sizeof(*enc));
 	enc->normalized = "";
-	for (Size i = 0; i < len; i++)
+	while (set != NULL && (k = tf_special_next(set, s, len, pos, &at)) >= 0)
 	{
-		int			k;
+		const TfSpecialToken *t = &set->tok[k];
+		Size		seg_len = at - from;
 
-		if (s[i] != '<')
-			continue;
-		for (k = 0; k < lengthof(FairseqSpecials); k++)
-			if (len - i >= (Size) FairseqSpecials[k].len && memcmp(s + i, FairseqSpecials[k].s, FairseqSpecials[k].len) == 0)
-				break;
-		if (k == lengthof(FairseqSpecials))
-			continue;
-		{
-			SpmToken   *t;
-
-			if (!encode_append(tok, s + from, i - from, a, enc))
-				return false;
-			/* an unknown piece whose text the vocabulary knows: TokenModelId gives its id */
-			t = a->alloc(a->ctx, sizeof(SpmToken) * (enc->ntokens + 1));
-			if (enc->ntokens > 0)
-				memcpy(t, enc->tokens, sizeof(SpmToken) * enc->ntokens);
-			t[enc->ntokens].id = tok->model->unk_id;
-			t[enc->ntokens].str = FairseqSpecials[k].s;
-			t[enc->ntokens].len = FairseqSpecials[k].len;
-			enc->tokens = t;
-			enc->ntokens++;
-			i += FairseqSpecials[k].len - 1;
-			from = i + 1;
-		}
+		if (t->lstrip)
+			seg_len -= tf_trailing_space(s + from, seg_len);
+		if (!encode_segment(tok, s + from, seg_len, &l))
+			return false;
+		add_token(&l, SPECIAL_TOKEN_ID(t->id), t->str, t->len);
+		pos = from = at + t->len;
+		if (t->rstrip)
+			pos = from = from + tf_leading_space(s + from, len - from);
 	}
-	return encode_append(tok, s + from, len - from, a, enc);
+	return encode_segment(tok, s + from, len - from, &l);
 }
 
 void
-EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
+EncodeTextWith(Tokenizer *tok, const TfSpecialSet *specials, text *input, SpmEncoding *enc)
 {
 	SpmAlloc	a = PgAllocator(CurrentMemoryContext);
 	Size		len;
 	char	   *s = ToUtf8(input, &len);
 
 	if (tok->wp != NULL ? !tf_wordpiece_encode(tok->wp, s, len, &a, enc) :
-		tok->fairseq_specials && memchr(s, '<', len) != NULL ? !encode_with_specials(tok, s, len, &a, enc) :
-		!spm_encode(tok->model, s, len, &a, enc))
+		specials == NULL || specials->n == 0 ? !spm_encode(tok->model, s, len, &a, enc) :
+		!encode_with_specials(tok, specials, s, len, &a, enc))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("input is too long to tokenize"),
 				 errdetail("The normalized text would exceed %zu bytes.",
 						   SPM_MAX_NORMALIZED_BYTES)));
+}
+
+void
+EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc)
+{
+	EncodeTextWith(tok, tok->specials, input, enc);
 }
 
 /* Encode the text argument 0 with the tokenizer named by argument 1. */

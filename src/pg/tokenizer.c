@@ -262,6 +262,45 @@ collect_json(VocabEntries *e, const char *json, Size len)
 				 errcontext("the vocabulary")));
 }
 
+/*
+ * The special tokens that Hugging Face's tokenizer of this vocabulary
+ * splits off the text (PreTrainedTokenizer.tokenize's Trie, the fast
+ * tokenizers' AddedVocabulary), with their ids in the vocabulary:
+ * - fairseq's ids (<s> 0, <pad> 1, </s> 2: XLM-R, NLLB, M2M100): <s>,
+ *   <pad>, </s>, <unk>, and <mask> (lstrip) where the vocabulary has it.
+ *   The language tokens of NLLB and M2M100 are the model's (ModelSpecials);
+ * - Marian's: its eos, unk and pad tokens, </s>, <unk>, <pad>.
+ * Strings point into model_piece, so that a shared image holds them.
+ */
+static void
+special_tokens_of(Tokenizer *t, const SpmAlloc *a)
+{
+	static const char *const fairseq[] = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+	static const char *const marian[] = {"</s>", "<unk>", "<pad>"};
+	bool		is_fairseq = spm_map_get(&t->vocab, "<s>", 3) == 0 && spm_map_get(&t->vocab, "<pad>", 5) == 1 &&
+		spm_map_get(&t->vocab, "</s>", 4) == 2;
+	const char *const *names = is_fairseq ? fairseq : marian;
+	int			nnames = is_fairseq ? lengthof(fairseq) : lengthof(marian);
+	TfSpecialToken *tok = a->alloc(a->ctx, sizeof(TfSpecialToken) * nnames);
+	int			n = 0;
+
+	for (int i = 0; i < nnames; i++)
+	{
+		int32		id = spm_map_get(&t->vocab, names[i], strlen(names[i]));
+
+		if (id < 0 || id >= t->nmodel || t->model_piece[id] == NULL)
+			continue;
+		tok[n].str = t->model_piece[id];
+		tok[n].len = t->model_piece_len[id];
+		tok[n].id = id;
+		tok[n].lstrip = strcmp(names[i], "<mask>") == 0;
+		tok[n].rstrip = false;
+		n++;
+	}
+	t->specials = a->alloc(a->ctx, sizeof(TfSpecialSet));
+	tf_special_set_init(t->specials, n, tok);
+}
+
 static void
 build_vocab(Tokenizer *t, const SpmAlloc *a, const TokVocab *vocab)
 {
@@ -337,9 +376,7 @@ build_vocab(Tokenizer *t, const SpmAlloc *a, const TokVocab *vocab)
 		t->spm_to_model[i] = id >= 0 ? id : t->vocab_unk;
 	}
 	t->has_vocab = true;
-	/* XLMRobertaTokenizer's vocabulary (fairseq's ids and <mask>): its special tokens are split off the text */
-	t->fairseq_specials = spm_map_get(&t->vocab, "<mask>", 6) >= 0 && spm_map_get(&t->vocab, "<s>", 3) == 0 &&
-		spm_map_get(&t->vocab, "<pad>", 5) == 1 && spm_map_get(&t->vocab, "</s>", 4) == 2;
+	special_tokens_of(t, a);
 }
 
 bool
@@ -528,7 +565,7 @@ BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *model, Size mode
 	char		err[256];
 
 	t->wp = NULL;
-	t->fairseq_specials = false;
+	t->specials = NULL;
 	if (IsWordPiece(model, model_len))
 	{
 		build_wordpiece(t, a, model, model_len);
@@ -554,6 +591,8 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 {
 	int32		id;
 
+	if (tok->id <= -2)
+		return -2 - tok->id;	/* a special token (sql_tokenizer.c) */
 	if (!t->has_vocab || t->wp != NULL)
 		return tok->id;
 	if (tok->id != t->model->unk_id)

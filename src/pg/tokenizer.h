@@ -10,6 +10,7 @@
 #include "utils/jsonb.h"
 
 #include "backend_cache.h"
+#include "special_tokens.h"
 #include "spm.h"
 #include "wordpiece.h"
 
@@ -20,8 +21,8 @@ typedef struct Tokenizer
 	SpmModel   *model;			/* NULL for a WordPiece tokenizer */
 	TfWordPiece *wp;			/* BERT's WordPiece, or NULL */
 	bool		has_vocab;		/* ids are the vocabulary's, not SentencePiece's */
-	bool		fairseq_specials;	/* XLM-R's: <s> </s> <pad> <unk> <mask> in the
-									 * text are those tokens (see EncodeText) */
+	TfSpecialSet *specials;		/* special tokens written in the text are those
+								 * tokens (see special_tokens_of()), or NULL */
 	SpmMap		vocab;			/* piece -> model id */
 	int32	   *spm_to_model;	/* (npieces) model id of each piece */
 	int32		vocab_unk;		/* model id of the unknown piece */
@@ -83,6 +84,8 @@ extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
 /* sql_tokenizer.c: shared with the models */
 extern int32 StoreTokenizer(const char *name, const char *model, Size model_len, const TokVocab *vocab);
 extern void EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc);
+/* The same with a model's special tokens (ModelSpecials) in place of the tokenizer's. */
+extern void EncodeTextWith(Tokenizer *tok, const TfSpecialSet *specials, text *input, SpmEncoding *enc);
 extern char *DecodeIds(Tokenizer *tok, const char *name, int n, const int32 *ids, Size *len);
 extern char *ToUtf8(text *t, Size *len);
 extern text *FromUtf8(const char *s, Size len);

@@ -56,7 +56,7 @@ typedef struct TokImage
 {
 	SpmModel   *model;
 	TfWordPiece *wp;
-	bool		fairseq_specials;
+	TfSpecialSet *specials;
 	bool		has_vocab;
 	SpmMap		vocab;
 	int32	   *spm_to_model;
@@ -104,7 +104,7 @@ use_image(Tokenizer *t, const TokImage *img, void *addr, size_t len)
 
 	t->model = img->model;
 	t->wp = img->wp;
-	t->fairseq_specials = img->fairseq_specials;
+	t->specials = img->specials;
 	t->has_vocab = img->has_vocab;
 	t->vocab = img->vocab;
 	t->spm_to_model = img->spm_to_model;
@@ -137,7 +137,7 @@ MapSharedTokenizer(Tokenizer *t, const char *name, uint64 fingerprint)
 	if (fd < 0)
 		return false;
 	if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof(h), 0) != sizeof(h) ||
-		memcmp(h.magic, TOK_MAGIC, 8) != 0 || h.version != 2 || h.endian != 0x01020304u ||
+		memcmp(h.magic, TOK_MAGIC, 8) != 0 || h.version != 3 || h.endian != 0x01020304u ||
 		strncmp(h.build, SharedFileBuildTag(), sizeof(h.build)) != 0 || h.fingerprint != fingerprint ||
 		h.address != (uint64) (uintptr_t) tok_address(fingerprint) || h.file_len != (uint64) st.st_size ||
 		h.file_len > TOK_SLOT || h.root < TOK_HEADER || h.root > h.file_len - sizeof(TokImage))
@@ -276,7 +276,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	PG_END_TRY();
 	img->model = built.model;
 	img->wp = built.wp;
-	img->fairseq_specials = built.fairseq_specials;
+	img->specials = built.specials;
 	img->has_vocab = built.has_vocab;
 	img->vocab = built.vocab;
 	img->spm_to_model = built.spm_to_model;
@@ -287,7 +287,7 @@ LoadTokenizerShared(Tokenizer *t, const char *name, uint64 fingerprint,
 	memcpy(img->digest, t->digest, sizeof(img->digest));
 	h = addr;
 	memcpy(h->magic, TOK_MAGIC, 8);
-	h->version = 2;
+	h->version = 3;
 	h->endian = 0x01020304u;
 	strlcpy(h->build, SharedFileBuildTag(), sizeof(h->build));
 	h->fingerprint = fingerprint;

@@ -28,6 +28,60 @@
 /* ---------------------------------------------------------- inference */
 
 /*
+ * The special tokens that the model's tokenizer splits off a source text:
+ * the tokenizer's own, and NLLB's and M2M100's language tokens (NLLB's
+ * deu_Latn, M2M100's __de__: added tokens; Marian's >>fra<< are pieces),
+ * then NLLB's <mask> (lstrip), which NllbTokenizer numbers after the
+ * languages.  The tokenizer's alone when the model adds none.
+ */
+static const TfSpecialSet *
+ModelSpecials(const CachedModel *cm, const Tokenizer *tok)
+{
+	const TfSpecialSet *own = tok->specials;
+	int			nown = own ? own->n : 0;
+	TfSpecialSet *set;
+	TfSpecialToken *all;
+	int			n = 0;
+	bool		nllb;
+
+	if (cm->nlangs == 0 || tok->wp != NULL || strncmp(cm->lang_token[0], ">>", 2) == 0)
+		return own;
+	nllb = strncmp(cm->lang_token[0], "__", 2) != 0;
+	all = palloc(sizeof(TfSpecialToken) * (nown + cm->nlangs + 1));
+	for (int i = 0; i < nown; i++)
+		all[n++] = own->tok[i];
+	for (int i = 0; i < cm->nlangs; i++)
+	{
+		all[n].str = cm->lang_token[i];
+		all[n].len = strlen(cm->lang_token[i]);
+		all[n].id = cm->lang_id[i];
+		all[n].lstrip = all[n].rstrip = false;
+		n++;
+	}
+	if (nllb && tok->has_vocab)
+	{
+		/* NllbTokenizer: <mask> is len(sp_model) + len(lang_code_to_id) + fairseq_offset */
+		int			mask = tok->nmodel + cm->nlangs;
+		bool		after = true;
+
+		for (int i = 0; i < cm->nlangs; i++)
+			after &= cm->lang_id[i] >= tok->nmodel && cm->lang_id[i] < mask;
+		if (after && mask < cm->model.cfg.src_vocab)
+		{
+			all[n].str = "<mask>";
+			all[n].len = 6;
+			all[n].id = mask;
+			all[n].lstrip = true;
+			all[n].rstrip = false;
+			n++;
+		}
+	}
+	set = palloc(sizeof(TfSpecialSet));
+	tf_special_set_init(set, n, all);
+	return set;
+}
+
+/*
  * Source ids of input as the model's tokenizer makes them: pieces, then
  * EOS; the call's language tokens before (Marian's >>fra<<, NLLB's
  * deu_Latn, M2M100's __de__) or after (NLLB's legacy_behaviour).
@@ -54,7 +108,7 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 		input = cstring_to_text_with_len(VARDATA_ANY(input) + plen, VARSIZE_ANY_EXHDR(input) - plen);
 	}
 
-	EncodeText(tok, input, &enc);
+	EncodeTextWith(tok, ModelSpecials(cm, tok), input, &enc);
 	if (enc.ntokens == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

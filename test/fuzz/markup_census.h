@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <libxml/HTMLparser.h>
 #include <libxml/parser.h>
@@ -31,8 +32,9 @@ contains(const char *s, size_t len, const char *w)
 {
 	size_t		k = strlen(w);
 
+	/* without regard to case: HTML's element names have none (<tf-Census> is tf-census) */
 	for (size_t i = 0; i + k <= len; i++)
-		if (memcmp(s + i, w, k) == 0)
+		if (strncasecmp(s + i, w, k) == 0)
 			return true;
 	return false;
 }

@@ -594,6 +594,145 @@ test_caps(void)
 	free(s);
 }
 
+/* free what the arena handed out since mark */
+static void
+arena_release(size_t mark)
+{
+	while (arena.n > mark)
+		free(arena.ptrs[--arena.n]);
+}
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* a document of about n bytes of a shape: test/limits/run.py's markup shapes */
+static size_t
+make_shape(char *s, size_t n, int shape, int fmt)
+{
+	char	   *p = s;
+	size_t		i;
+
+#define UNTIL(unit) for (i = 0; (size_t) (p - s) + 64 < n; i++) p += sprintf(p, unit)
+	switch (shape)
+	{
+		case 0:					/* attributes (a=1 repeated: refused past 1000) */
+			p += sprintf(p, "<p ");
+			UNTIL("a=1 ");
+			p += sprintf(p, ">Ein Hund.</p>");
+			break;
+		case 1:					/* distinct attribute names */
+			p += sprintf(p, "<p");
+			for (i = 1; (size_t) (p - s) + 64 < n; i++)
+				p += sprintf(p, " a%zu=1", i);
+			p += sprintf(p, ">Ein Hund.</p>");
+			break;
+		case 2:					/* one long attribute value */
+			p += sprintf(p, "<p title=\"");
+			UNTIL("Ein Hund ");
+			p += sprintf(p, "\">x</p>");
+			break;
+		case 3:					/* entities and character references */
+			p += sprintf(p, "<p>");
+			UNTIL("&amp;&#65;&lt;");
+			p += sprintf(p, "</p>");
+			break;
+		case 4:					/* inline elements */
+			UNTIL("<b>x</b>");
+			break;
+		case 5:					/* line breaks */
+			p += sprintf(p, "<p>");
+			if (fmt == TF_MARKUP_XML)
+				UNTIL("Ein Hund<br/>");
+			else
+				UNTIL("Ein Hund<br>");
+			p += sprintf(p, "</p>");
+			break;
+		case 6:					/* a wide tree */
+			UNTIL("<div><p>Ein Hund.</p></div>");
+			break;
+		case 7:					/* a deep one */
+			for (i = 0; i < 200; i++)
+				p += sprintf(p, "<i>");
+			for (i = 0; (size_t) (p - s) + 1000 < n; i++)
+				p += sprintf(p, "<p>Ein Hund.</p>");
+			for (i = 0; i < 200; i++)
+				p += sprintf(p, "</i>");
+			break;
+		case 8:					/* comments and processing instructions */
+			p += sprintf(p, "<p>");
+			UNTIL("x<!--c--><?pi x?>");
+			p += sprintf(p, "</p>");
+			break;
+		default:				/* a run without spaces */
+			p += sprintf(p, "<p>");
+			memset(p, 'a', n - 64);
+			p += n - 64;
+			p += sprintf(p, "</p>");
+			break;
+	}
+#undef UNTIL
+	return p - s;
+}
+
+/*
+ * Parse, blocks and render of each shape at 1, 8 and 16 MB (at most
+ * TF_PATHOLOGICAL_MB): time per byte, which must not grow with the size
+ * (linear), whether the document was read or refused at a cap (issue 38).
+ */
+static void
+test_shape_times(void)
+{
+	static const char *const names[] = {"attributes", "attr_names", "long_attr", "entities", "inline", "br", "wide",
+	"deep", "comments", "no_spaces"};
+	const char *env = getenv("TF_PATHOLOGICAL_MB");
+	int			max_mb = env ? atoi(env) : 16;
+	int			sizes[3] = {1, 8 < max_mb ? 8 : max_mb, 16 < max_mb ? 16 : max_mb};
+	char	   *s = malloc((size_t) sizes[2] * 1024 * 1024 + 1024);
+
+	for (int fmt = TF_MARKUP_HTML; fmt <= TF_MARKUP_XML; fmt++)
+		for (int shape = 0; shape < 10; shape++)
+		{
+			double		ns_per_byte[3];
+			char		line[256];
+			size_t		used = 0;
+
+			for (int k = 0; k < 3; k++)
+			{
+				size_t		len = make_shape(s, (size_t) sizes[k] * 1024 * 1024, shape, fmt),
+							mark = arena.n,
+							outlen;
+				TfMarkupDoc *d;
+				TfMarkupBlock *b;
+				int			nb,
+							rc;
+				char	   *out;
+				char		err[256];
+				double		t0 = now();
+
+				rc = tf_markup_parse(s, len, fmt, &alloc, &d, err, sizeof(err));
+				if (rc == 0)
+				{
+					tf_markup_blocks(d, (const TfMarkupBlock **) &b, &nb);
+					rc = tf_markup_render(d, NULL, &alloc, &out, &outlen, err, sizeof(err));
+				}
+				ns_per_byte[k] = (now() - t0) * 1e9 / len;
+				used += snprintf(line + used, sizeof(line) - used, " %d MB %.0f ns/B (%s);", sizes[k], ns_per_byte[k],
+								 rc == 0 ? "read" : rc == TF_MARKUP_LIMIT ? "54000" : err);
+				arena_release(mark);
+			}
+			/* linear: per byte, the largest no slower than 2.5 x the 1 MB run, give or take 20 ns */
+			check(ns_per_byte[2] <= 2.5 * ns_per_byte[0] + 20 && ns_per_byte[1] <= 2.5 * ns_per_byte[0] + 20,
+				  "%s %s:%s", fmt == TF_MARKUP_HTML ? "HTML" : "XML", names[shape], line);
+		}
+	free(s);
+}
+
 int
 main(void)
 {
@@ -606,6 +745,7 @@ main(void)
 	test_round_trip();
 	test_limits();
 	test_caps();
+	test_shape_times();
 	printf("%d tests, %d failed\n", ntests, nfailed);
 	for (size_t i = 0; i < arena.n; i++)
 		free(arena.ptrs[i]);

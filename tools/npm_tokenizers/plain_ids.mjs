@@ -1,0 +1,10 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
+const [dir, inPath] = process.argv.slice(2);
+const tokJson = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
+const tcPath = path.join(dir, 'tokenizer_config.json');
+const tokConfig = fs.existsSync(tcPath) ? JSON.parse(fs.readFileSync(tcPath, 'utf8')) : {};
+const tok = new Tokenizer(tokJson, tokConfig);
+const texts = JSON.parse(fs.readFileSync(inPath, 'utf8'));
+console.log(JSON.stringify(texts.map((t) => Array.from(tok.encode(t).ids, Number))));
