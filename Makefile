@@ -7,6 +7,7 @@ OBJS = \
 	src/core/tensor_ops.o \
 	src/core/gemm.o \
 	src/core/gemm_int8.o \
+	src/core/product_parts.o \
 	src/core/threads.o \
 	src/core/attention.o \
 	src/core/online_softmax.o \
@@ -24,6 +25,8 @@ OBJS = \
 	src/pg/tokenizer.o \
 	src/pg/tokenizer_cache.o \
 	src/pg/tokenizer_share.o \
+	src/pg/tokenizer_text.o \
+	src/pg/tokenizer_store.o \
 	src/pg/sql_tokenizer.o \
 	src/core/model.o \
 	src/core/search.o \
@@ -59,6 +62,7 @@ OBJS = \
 	src/pg/sql_pictures.o \
 	src/core/xml_text.o \
 	src/core/weight_file.o \
+	src/pg/shared_files.o \
 	src/pg/weight_cache.o \
 	src/pg/weight_files.o \
 	src/pg/input_limit.o \
@@ -114,7 +118,7 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
+CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
 CORE_SRC += src/core/torch_zip.c src/core/torch_pickle.c src/core/safetensors.c
@@ -255,8 +259,14 @@ check-cycles:
 	$(PYTHON) tools/check_include_cycles.py src
 .PHONY: check-cycles
 
+# No circle between the files of src/ through their calls: each object's
+# undefined symbols against the others' definitions (tools/check_call_graph.py)
+check-calls: all
+	$(PYTHON) tools/check_call_graph.py src
+.PHONY: check-calls
+
 # Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, jobs, browser
-test: check-core check-cycles unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
+test: check-core check-cycles check-calls unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
 
 # The tests that read ../shared/data, on a clone with nothing beside it: ../shared hidden under an
 # empty tmpfs in a mount namespace of their own, with a throwaway server inside it (root; CI runs it)
@@ -318,8 +328,8 @@ bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-int8: bench/bench_int8
-bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c -ldnnl -lopenblas -lm
+bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
@@ -486,7 +496,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/threads.c src/core/online_softmax.c
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/online_softmax.c
 test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm

@@ -256,3 +256,10 @@ transformer_guard_drop(PG_FUNCTION_ARGS)
 	ExtSpiFinish(level);
 	PG_RETURN_VOID();
 }
+
+/* Is transformer_tensors of 0.6.0 or later, a tensor in parts of at most 64 MB (its column part)? */
+bool
+TensorsHaveParts(void)
+{
+	return ExtensionTableHasColumn("transformer_tensors", "part");
+}

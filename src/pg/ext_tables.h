@@ -40,6 +40,9 @@ extern char *ExtensionTableName(const char *relname);
 /* Whether a table of the extension has the column (this library also serves older versions' tables). */
 extern bool ExtensionTableHasColumn(const char *relname, const char *column);
 
+/* Has transformer_tensors the column part (0.6.0's tables)? */
+extern bool TensorsHaveParts(void);
+
 /*
  * Whether transformer_models has the generation_config columns of version
  * 0.2.0: this library also serves a database not yet updated from 0.1.0.

@@ -45,12 +45,6 @@
 
 int			tensor_part_kb = 64 * 1024;
 
-bool
-TensorsHaveParts(void)
-{
-	return ExtensionTableHasColumn("transformer_tensors", "part");
-}
-
 void
 CheckModelName(const char *name)
 {

@@ -10,8 +10,8 @@
  *		  (forced_bos_token_id);
  *		- M2M100 (M2M100Tokenizer): as NLLB, with tokens __de__ for code de.
  *		A model's languages column holds them (see model_files.c); this file
- *		checks it, loads it, resolves a call's source_lang and target_lang,
- *		and lists them (model_languages()).
+ *		checks it, loads it and resolves a call's source_lang and
+ *		target_lang (sql_document.c lists them: model_languages()).
  */
 #include "postgres.h"
 
@@ -285,28 +285,4 @@ IsLanguageToken(const CachedModel *cm, int id)
 		if (cm->lang_id[i] == id)
 			return true;
 	return false;
-}
-
-/* model_languages(name): code, token, token_id of each language */
-PG_FUNCTION_INFO_V1(model_languages);
-Datum
-model_languages(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	CachedModel *cm;
-
-	InitMaterializedSRF(fcinfo, 0);
-	cm = GetModel(name);
-	for (int i = 0; i < cm->nlangs; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = CStringGetTextDatum(cm->lang_code[i]);
-		values[1] = CStringGetTextDatum(cm->lang_token[i]);
-		values[2] = Int32GetDatum(cm->lang_id[i]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
 }

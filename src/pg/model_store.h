@@ -220,8 +220,6 @@ typedef struct ModelImport
 /* model_files.c */
 /* transformer.tensor_part_size (kB): the most bytes of a tensor one row holds */
 extern int	tensor_part_kb;
-/* Do the tables have transformer_tensors.part (0.6.0)? */
-extern bool TensorsHaveParts(void);
 extern void CheckModelName(const char *name);
 extern int64 StoreModel(const char *name, const ModelImport *mi);
 /* A Marian vocabulary's >>fra<< tokens as the languages jsonb; NULL if none. */

@@ -105,3 +105,27 @@ set_model_languages(PG_FUNCTION_ARGS)
 	ExtSpiFinish(level);
 	PG_RETURN_VOID();
 }
+
+/* model_languages(name): code, token, token_id of each language */
+PG_FUNCTION_INFO_V1(model_languages);
+Datum
+model_languages(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	CachedModel *cm;
+
+	InitMaterializedSRF(fcinfo, 0);
+	cm = GetModel(name);
+	for (int i = 0; i < cm->nlangs; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = CStringGetTextDatum(cm->lang_code[i]);
+		values[1] = CStringGetTextDatum(cm->lang_token[i]);
+		values[2] = Int32GetDatum(cm->lang_id[i]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

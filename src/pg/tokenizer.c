@@ -601,3 +601,26 @@ TokenModelId(const Tokenizer *t, const SpmToken *tok)
 	id = spm_map_get(&t->vocab, tok->str, tok->len);
 	return id >= 0 ? id : t->vocab_unk;
 }
+
+/* The piece of a model id, as the tokenizer spells it. */
+const char *
+PieceOf(Tokenizer *tok, int id, Size *len)
+{
+	if (tok->has_vocab && id >= 0 && id < tok->nmodel && tok->model_piece[id] != NULL)
+	{
+		*len = tok->model_piece_len[id];
+		return tok->model_piece[id];
+	}
+	if (tok->wp != NULL && id >= 0 && id < tok->wp->ntokens)
+	{
+		*len = tok->wp->token_len[id];
+		return tok->wp->token[id];
+	}
+	if (!tok->has_vocab && tok->model != NULL && id >= 0 && id < tok->model->npieces)
+	{
+		*len = tok->model->pieces[id].len;
+		return tok->model->pieces[id].str;
+	}
+	*len = 0;
+	return "";
+}

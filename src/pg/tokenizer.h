@@ -81,6 +81,9 @@ extern void ReadTokenizerDirectory(const char *dir, char **model, Size *len, cha
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */
 extern int32 TokenModelId(const Tokenizer *t, const SpmToken *tok);
 
+/* The piece of a model id, as the tokenizer spells it ("" if it has none). */
+extern const char *PieceOf(Tokenizer *tok, int id, Size *len);
+
 /* sql_tokenizer.c: shared with the models */
 extern int32 StoreTokenizer(const char *name, const char *model, Size model_len, const TokVocab *vocab);
 extern void EncodeText(Tokenizer *tok, text *input, SpmEncoding *enc);

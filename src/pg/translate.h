@@ -78,9 +78,6 @@ extern int64 last_tokens_out;
 /* Drop language and fairseq special ids from generated ids, as decode(skip_special_tokens) does. */
 extern int	SkipSpecialIds(const CachedModel *cm, int n, int *ids);
 
-/* The piece of a model id as the tokenizer spells it ("" if none; sql_model.c). */
-extern const char *PieceOf(Tokenizer *tok, int id, Size *len);
-
 /*
  * Translate n documents together: each split into
  * sentences, all sentences decoded as one batch, joined again with the

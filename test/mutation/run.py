@@ -35,7 +35,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MUTANTS = os.path.join(REPO, "test", "mutation", "mutants.txt")
-CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", "src/core/threads.c", "src/core/attention.c",
+CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", "src/core/product_parts.c", "src/core/threads.c",
+            "src/core/attention.c",
             "src/core/online_softmax.c", "src/core/weight_file.c", "src/core/model.c",
             "src/core/search.c", "src/core/logits.c", "src/core/metrics.c", "src/core/tokenize_13a.c", "src/core/spm_model.c",
             "src/core/protobuf.c"]

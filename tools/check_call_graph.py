@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Fail on a circle between the C files of src/ through their calls.
+
+The include check (check_include_cycles.py) sees headers only: two files
+that call each other through one header each pass it.  This reads what the
+linker reads.  For every object the build made under src/ (make first),
+`nm` gives the external symbols it defines and those it uses; a use of a
+symbol that another object defines is an edge from the user's file to the
+definer's.  Functions and variables both count.  Every strongly connected
+group of two or more files (Tarjan) is a circle: it is printed with, for
+each edge inside it, the names that make it, and the check fails.
+
+Usage: tools/check_call_graph.py [SRC_DIR]     (make check-calls)
+"""
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+
+def symbols(obj, which):
+    out = subprocess.run(["nm", which, "--extern-only", obj], check=True, capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def edges_of(objs):
+    defined = {o: symbols(o, "--defined-only") for o in objs}
+    owner = defaultdict(set)
+    for o, names in defined.items():
+        for n in names:
+            owner[n].add(o)
+    edges = defaultdict(lambda: defaultdict(set))
+    for o in objs:
+        for n in symbols(o, "--undefined-only"):
+            for d in owner.get(n, ()):
+                if d != o:
+                    edges[o][d].add(n)
+    return edges
+
+
+def circles(nodes, edges):
+    """Tarjan's strongly connected components of two or more nodes."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else "src"
+    objs = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs if f.endswith(".o"))
+    if not objs:
+        print("check_call_graph: no objects under %s/: run make first" % src, file=sys.stderr)
+        return 2
+    edges = edges_of(objs)
+    found = circles(objs, edges)
+    src_of = lambda o: o[:-2] + ".c"
+    for i, comp in enumerate(found, 1):
+        print("call circle %d: %s" % (i, ", ".join(src_of(o) for o in comp)))
+        for a in comp:
+            for b in comp:
+                if b in edges[a]:
+                    print("  %s -> %s: %s" % (src_of(a), src_of(b), ", ".join(sorted(edges[a][b]))))
+    nedges = sum(len(v) for v in edges.values())
+    print("check_call_graph: %d files, %d edges between them, %d circle(s)" % (len(objs), nedges, len(found)))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
