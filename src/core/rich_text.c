@@ -314,6 +314,7 @@ tf_unit_build_checked(const char *s, size_t len, const TfAnchor *ma, int nma, un
 			an->markup = -1;
 			an->ws_before = used[j].start == 0 || is_space(s[used[j].start - 1]);
 			an->ws_after = used[j].end == len || is_space(s[used[j].end]);
+			an->at_end = used[j].end == len;
 			an->line_start = used[j].kind == TF_SPAN_LIST;
 			while (nopen > 0 && !(ma[open[nopen - 1]].start <= used[j].start &&
 								  used[j].end <= ma[open[nopen - 1]].end))
@@ -474,6 +475,13 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 		}
 		else if (k == 0)
 			items[nitems].pos = tw[0].start;
+		else if (an->insert != NULL && an->ws_before && !an->ws_after && k < ntw &&
+				 an->start < u->len && !is_space(u->text[an->start]) &&
+				 !(i + 1 < n && u->anchors[i + 1].point && u->anchors[i + 1].start == an->start))
+		{
+			/* glued to the word after it (not to another span), as an opening quote is: right before that word's target */
+			items[nitems].pos = tw[k].start;
+		}
 		else
 		{
 			/* after the word's punctuation if it was after the source word's ("Wiese.<br>") */
@@ -499,7 +507,10 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 		len += items[k].pos - pos;
 		pos = items[k].pos;
 		added[k] = len - pos;
-		if (an->ws_before && !opens(buf, len))
+		/* spans side by side keep the space between them ("Bar“ ★★★": “ is Pi, yet closes here) */
+		if (an->ws_before && (!opens(buf, len) ||
+							  (k > 0 && items[k - 1].pos == pos && u->anchors[items[k - 1].anchor].ws_after &&
+							   len > 0 && buf[len - 1] != ' ')))
 			buf[len++] = ' ';
 		items[k].start = len;
 		if (an->insert)
@@ -557,6 +568,24 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 		rg[i].start = rs[i];
 		rg[i].end = re[i];
 	}
+	/*
+	 * A text that ends with a span ("... Bar ★★★") ends so: the whitespace
+	 * before the span, left at the end of the unit's text, went back with
+	 * the span already (ws_before), not again after the translation.
+	 */
+	for (int i = 0; i < n; i++)
+		if (u->anchors[i].at_end && u->len > 0 && is_space(u->text[u->len - 1]))
+		{
+			while (len > 0 && is_space(buf[len - 1]))
+				len--;
+			buf[len] = '\0';
+			for (int r = 0; r < n; r++)
+			{
+				rg[r].start = rg[r].start > len ? len : rg[r].start;
+				rg[r].end = rg[r].end > len ? len : rg[r].end;
+			}
+			break;
+		}
 	for (int i = 0; i < n && placed != NULL; i++)
 		if (u->anchors[i].markup >= 0 && u->anchors[i].markup < u->nmarkup)
 			placed[u->anchors[i].markup] = rg[i];

@@ -44,6 +44,7 @@ typedef struct TfUnitAnchor
 	bool		ws_before;		/* whitespace before it in the source */
 	bool		ws_after;		/* ... and after it */
 	bool		line_start;		/* a list marker: goes at the start of its line */
+	bool		at_end;			/* a span that ends the text (no whitespace after it) */
 } TfUnitAnchor;
 
 typedef struct TfUnit

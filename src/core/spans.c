@@ -698,6 +698,29 @@ has_numbered_list(const Scan *sc)
 	return lines >= 2;
 }
 
+/* a quotation mark (TF_SPAN_QUOTE); ‘ between two letters is an apostrophe, as ’ always is */
+static bool
+is_quote(UChar32 c, UChar32 prev, UChar32 next)
+{
+	switch (c)
+	{
+		case 0x201E:			/* „ */
+		case 0x201C:			/* “ */
+		case 0x201D:			/* ” */
+		case 0x00AB:			/* « */
+		case 0x00BB:			/* » */
+		case 0x2039:			/* ‹ */
+		case 0x203A:			/* › */
+		case 0x201A:			/* ‚ */
+		case '"':
+			return true;
+		case 0x2018:			/* ‘ */
+			return !(is_word(prev) && is_word(next));
+		default:
+			return false;
+	}
+}
+
 /*
  * One pass over s: the spans of the kinds in mask written to out (when not
  * NULL), counted.  Run twice, to count and then to fill an array of the
@@ -723,6 +746,7 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 	{
 		size_t		nx,
 					pstart,
+					skip_after,
 					skip,
 					start = i,
 					e = 0;
@@ -780,6 +804,11 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 				else if ((e = scan_dollar_param(&sc, i, prev)) != 0)
 					kind = TF_SPAN_FORMAT;
 				break;
+		}
+		if (!e && is_quote(c, prev, cp_at(&sc, nx, &skip_after)))
+		{
+			e = nx;
+			kind = TF_SPAN_QUOTE;
 		}
 		/* the start of a run of local characters: an e-mail, then a URL */
 		if (!e && is_local(c) && !is_local(prev))
@@ -852,7 +881,7 @@ tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharChec
 }
 
 static const char *const kind_names[] = {
-	"url", "email", "number", "placeholder", "format", "mention", "hashtag", "code", "symbol", "list"
+	"url", "email", "number", "placeholder", "format", "mention", "hashtag", "code", "symbol", "list", "quote"
 };
 #define NKINDS ((int) (sizeof(kind_names) / sizeof(kind_names[0])))
 

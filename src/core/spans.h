@@ -92,7 +92,15 @@ enum
 	 * letter with . or ): "1. ", "12) ", "a) ".
 	 */
 	TF_SPAN_LIST = 1 << 9,
-	TF_SPAN_ALL = 0x3FF
+
+	/*
+	 * A quotation mark: „ “ ” « » ‹ › ‚ and ", and ‘ where no letter
+	 * stands on both sides (’ is an apostrophe).  A model trained on
+	 * other quotes drops them, with the text they enclose kept: carried,
+	 * each goes after the target word aligned to the source word before it.
+	 */
+	TF_SPAN_QUOTE = 1 << 10,
+	TF_SPAN_ALL = 0x7FF
 };
 
 /* Whether the model can encode one character, its UTF-8 bytes c[0..len). */

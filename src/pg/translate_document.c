@@ -633,7 +633,7 @@ GetDocOptions(const CallOptions *o, DocOptions *d)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("invalid value in option \"keep\": \"%s\"", k),
-						 errhint("Valid values are url, email, number, placeholder, format, mention, hashtag and code.")));
+						 errhint("Valid values are url, email, number, placeholder, format, mention, hashtag, code, symbol, list and quote.")));
 			d->keep |= bit;
 		}
 	}

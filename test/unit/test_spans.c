@@ -94,7 +94,8 @@ static const Case cases[] = {
 	{"version 2.0.1 is out", ALL, "number:2.0.1"},
 	{"IP 192.168.0.1", ALL, "number:192.168.0.1"},
 	{"(42)", ALL, "number:42"},
-	{"\"7\"", ALL, "number:7"},
+	{"\"7\"", ALL, "quote:\"|number:7|quote:\""},
+	{"\"7\"", ALL & ~TF_SPAN_QUOTE, "number:7"},
 	{"42", ALL, "number:42"},
 	{"1 2", ALL, "number:1|number:2"},
 	/* URLs */
@@ -105,7 +106,7 @@ static const Case cases[] = {
 	{"Besuche www.example.com/seite, danke", ALL, "url:www.example.com/seite"},
 	{"WWW.Example.COM!", ALL, "url:WWW.Example.COM"},
 	{"ftp://files.x.org/a.tar.gz?", ALL, "url:ftp://files.x.org/a.tar.gz"},
-	{"„https://x.de/ü“", ALL, "url:https://x.de/ü"},
+	{"„https://x.de/ü“", ALL, "quote:„|url:https://x.de/ü|quote:“"},
 	{"<http://x.de>", ALL, "url:http://x.de"},
 	{"http:// nothing", ALL, ""},
 	{"http://.", ALL, ""},
@@ -157,7 +158,12 @@ static const Case cases[] = {
 	{"%(name)s hat %(count)d Dateien", ALL, "placeholder:%(name)s|placeholder:%(count)d"},
 	{"{0:.2f} und {} und {x!r}", ALL, "placeholder:{0:.2f}|placeholder:{}|placeholder:{x!r}"},
 	{"{ name } und {a b} und {{ }}", ALL, ""},
-	{"{\"a\": 1}", ALL, "number:1"},
+	{"{\"a\": 1}", ALL, "quote:\"|quote:\"|number:1"},
+	/* quotation marks (issue 38: „…“ around a caption were dropped by the model) */
+	{"Er sagte „Hallo“ zu mir.", ALL, "quote:„|quote:“"},
+	{"«Ja» und ‹nein› und ‚so‘", ALL, "quote:«|quote:»|quote:‹|quote:›|quote:‚|quote:‘"},
+	{"don’t and rock‘n‘roll", ALL, ""},
+	{"„Ein Hund“ ★", TF_SPAN_QUOTE, "quote:„|quote:“"},
 	{"{{{{x}}}}", PH, "placeholder:{{{x}}}"},
 	/* format directives */
 	{"%s hat %d Dateien, %5.2f%%", ALL, "format:%s|format:%d|format:%5.2f"},
@@ -337,8 +343,8 @@ main(void)
 		  tf_span_kind_by_name("urls", 3) == TF_SPAN_URL && tf_span_kind_by_name("URL", 3) == 0 &&
 		  tf_span_kind_by_name("", 0) == 0, "tf_span_kind_by_name", NULL);
 	check(strcmp(tf_span_kind_name(TF_SPAN_CODE), "code") == 0 && tf_span_kind_name(0) == NULL &&
-		  tf_span_kind_name(3) == NULL && tf_span_kind_name(1 << 10) == NULL, "tf_span_kind_name", NULL);
-	for (int b = 0; b < 10; b++)
+		  tf_span_kind_name(3) == NULL && tf_span_kind_name(1 << 11) == NULL, "tf_span_kind_name", NULL);
+	for (int b = 0; b < 11; b++)
 	{
 		const char *name = tf_span_kind_name(1 << b);
 
