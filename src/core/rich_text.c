@@ -459,6 +459,12 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 			continue;
 		if (ntw == 0)
 			items[nitems].pos = an->start < tlen ? an->start : tlen;
+		else if (an->start == 0 && an->insert != NULL && u->len > 0 && is_space(u->text[0]) &&
+				 is_space(t[0]))
+		{
+			/* only spans before it ("„- Ein"): first, before the whitespace the spans left */
+			items[nitems].pos = 0;
+		}
 		else if (an->line_start)
 		{
 			/* the start of the target line of the word aligned to the source word after it */

@@ -631,7 +631,30 @@ scan_entity(const Scan *sc, size_t i)
 
 static size_t numbered_marker(const Scan *sc, size_t i);
 
-/* a list marker at i, at the start of a line (after spaces only) and before a space: its end, or 0 */
+/* a quotation mark (TF_SPAN_QUOTE); ‘ between two letters is an apostrophe, as ’ always is */
+static bool
+is_quote(UChar32 c, UChar32 prev, UChar32 next)
+{
+	switch (c)
+	{
+		case 0x201E:			/* „ */
+		case 0x201C:			/* “ */
+		case 0x201D:			/* ” */
+		case 0x00AB:			/* « */
+		case 0x00BB:			/* » */
+		case 0x2039:			/* ‹ */
+		case 0x203A:			/* › */
+		case 0x201A:			/* ‚ */
+		case '"':
+			return true;
+		case 0x2018:			/* ‘ */
+			return !(is_word(prev) && is_word(next));
+		default:
+			return false;
+	}
+}
+
+/* a list marker at i, at the start of a line (after spaces and quotation marks only) and before a space: its end, or 0 */
 static size_t
 scan_list_marker(const Scan *sc, size_t i, UChar32 c, size_t next)
 {
@@ -648,8 +671,8 @@ scan_list_marker(const Scan *sc, size_t i, UChar32 c, size_t next)
 		e = numbered_marker(sc, i);
 	if (!e || (at(sc, e) != ' ' && at(sc, e) != '\t'))
 		return 0;
-	/* only spaces back to the line's start */
-	while ((p = cp_before(sc, j, &st)) >= 0 && (p == ' ' || p == '\t'))
+	/* only spaces back to the line's start, and quotation marks ("„- Ein Hund ...") */
+	while ((p = cp_before(sc, j, &st)) >= 0 && (p == ' ' || p == '\t' || is_quote(p, ' ', ' ')))
 		j = st;
 	if (p >= 0 && p != '\n' && p != '\r' && p != 0x2028 && p != 0x2029)
 		return 0;
@@ -696,29 +719,6 @@ has_numbered_list(const Scan *sc)
 		i = nl + 1;
 	}
 	return lines >= 2;
-}
-
-/* a quotation mark (TF_SPAN_QUOTE); ‘ between two letters is an apostrophe, as ’ always is */
-static bool
-is_quote(UChar32 c, UChar32 prev, UChar32 next)
-{
-	switch (c)
-	{
-		case 0x201E:			/* „ */
-		case 0x201C:			/* “ */
-		case 0x201D:			/* ” */
-		case 0x00AB:			/* « */
-		case 0x00BB:			/* » */
-		case 0x2039:			/* ‹ */
-		case 0x203A:			/* › */
-		case 0x201A:			/* ‚ */
-		case '"':
-			return true;
-		case 0x2018:			/* ‘ */
-			return !(is_word(prev) && is_word(next));
-		default:
-			return false;
-	}
 }
 
 /*

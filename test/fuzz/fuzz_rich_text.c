@@ -75,7 +75,8 @@ place(const TfUnit *u, bool reverse, uint32_t *seed, const SpmAlloc *a, TfRender
 {
 	size_t		tlen,
 				outlen,
-				inserted = 0;
+				inserted = 0,
+				trail = 0;
 	char	   *t = translate_words(u, reverse, a, &tlen);
 	TfWord	   *sw,
 			   *tw;
@@ -121,7 +122,15 @@ place(const TfUnit *u, bool reverse, uint32_t *seed, const SpmAlloc *a, TfRender
 				FAIL("two spans overlap in the result");
 		inserted += an->insert_len;
 	}
-	if (outlen < tlen + inserted || outlen > tlen + inserted + 2 * (size_t) u->nanchors)
+	/* a text that ends with a span loses the translation's trailing whitespace (rich_text.c) */
+	for (int i = 0; i < u->nanchors; i++)
+		if (u->anchors[i].at_end)
+		{
+			while (trail < tlen && strchr(" \t\n\r\v\f", t[tlen - 1 - trail]) != NULL)
+				trail++;
+			break;
+		}
+	if (outlen + trail < tlen + inserted || outlen > tlen + inserted + 2 * (size_t) u->nanchors)
 		FAIL("the result is not the translation plus the spans and spaces");
 	if (strlen(out) != outlen)
 		FAIL("the result has a NUL inside, or no NUL at its end");

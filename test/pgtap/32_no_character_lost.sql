@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(26);
+SELECT plan(27);
 SELECT import_model('multi30k_de_en') IS NOT NULL AS imported \gset
 
 -- the review's reproductions
@@ -80,6 +80,8 @@ SELECT is(translate('„Ein Mann steht bei einigen Spielautomaten in einer Bar�
           '„A man is standing by some play machine in a bar“ ★★★.', 'quotation marks around a caption are kept, the space between two spans, no space after the last');
 SELECT matches(translate('Ein Hund mit einem „Ball“ rennt.', 'multi30k_de_en'), '„\S.*\S“',
                'an opening quote stays glued to the word after it, a closing one to the word before');
+SELECT is(translate('„- Ein Hund rennt.', 'multi30k_de_en'), '„- A dog runs.',
+          'a list marker after an opening quote is one, and spans that start the text start the translation');
 
 -- a phrase again and again without punctuation (a list, a log): every one kept
 SELECT cmp_ok(array_length(regexp_split_to_array(trim(translate(repeat('Ein Hund rennt ', 200), 'multi30k_de_en')), '\s+'), 1),

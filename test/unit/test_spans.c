@@ -164,6 +164,7 @@ static const Case cases[] = {
 	{"«Ja» und ‹nein› und ‚so‘", ALL, "quote:«|quote:»|quote:‹|quote:›|quote:‚|quote:‘"},
 	{"don’t and rock‘n‘roll", ALL, ""},
 	{"„Ein Hund“ ★", TF_SPAN_QUOTE, "quote:„|quote:“"},
+	{"„- Ein Hund.\n- Eine Katze.“", TF_SPAN_QUOTE | TF_SPAN_LIST, "quote:„|list:-|list:-|quote:“"},
 	{"{{{{x}}}}", PH, "placeholder:{{{x}}}"},
 	/* format directives */
 	{"%s hat %d Dateien, %5.2f%%", ALL, "format:%s|format:%d|format:%5.2f"},
