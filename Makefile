@@ -3,7 +3,7 @@
 EXTENSION = transformer
 MODULE_big = transformer
 OBJS = \
-	src/pg/transformer.o \
+	src/pg/sql/transformer.o \
 	src/core/tensor_ops.o \
 	src/core/gemm.o \
 	src/core/gemm_int8.o \
@@ -11,67 +11,67 @@ OBJS = \
 	src/core/threads.o \
 	src/core/attention.o \
 	src/core/online_softmax.o \
-	src/pg/pg_arrays.o \
-	src/pg/sql_attention.o \
-	src/pg/sql_aggregates.o \
+	src/pg/base/pg_arrays.o \
+	src/pg/sql/sql_attention.o \
+	src/pg/sql/sql_aggregates.o \
 	src/core/protobuf.o \
 	src/core/spm_model.o \
 	src/core/spm_normalize.o \
 	src/core/spm_encode.o \
 	src/core/spm_decode.o \
-	src/pg/server_files.o \
-	src/pg/ext_tables.o \
-	src/pg/backend_cache.o \
-	src/pg/tokenizer.o \
-	src/pg/tokenizer_cache.o \
-	src/pg/tokenizer_share.o \
-	src/pg/tokenizer_text.o \
-	src/pg/tokenizer_store.o \
-	src/pg/sql_tokenizer.o \
+	src/pg/base/server_files.o \
+	src/pg/base/ext_tables.o \
+	src/pg/store/load/backend_cache.o \
+	src/pg/store/load/tokenizer.o \
+	src/pg/store/load/tokenizer_cache.o \
+	src/pg/store/load/tokenizer_share.o \
+	src/pg/store/load/tokenizer_text.o \
+	src/pg/store/import/tokenizer_store.o \
+	src/pg/sql/sql_tokenizer.o \
 	src/core/model.o \
 	src/core/search.o \
 	src/core/logits.o \
-	src/pg/model_store.o \
-	src/pg/model_config.o \
-	src/pg/model_pack.o \
-	src/pg/translate.o \
-	src/pg/translate_document.o \
+	src/pg/store/load/model_store.o \
+	src/pg/store/load/model_config.o \
+	src/pg/store/load/model_pack.o \
+	src/pg/pipeline/translate.o \
+	src/pg/pipeline/translate_document.o \
 	src/core/placement.o \
 	src/core/rich_text.o \
 	src/core/spans.o \
 	src/core/special_tokens.o \
 	src/core/casing.o \
 	src/core/markup.o \
-	src/pg/decode_workspace.o \
+	src/pg/pipeline/decode_workspace.o \
 	src/core/safetensors.o \
 	src/core/torch_zip.o \
 	src/core/torch_pickle.o \
-	src/pg/model_files.o \
-	src/pg/checkpoint_files.o \
-	src/pg/model_languages.o \
-	src/pg/model_export.o \
-	src/pg/sql_model.o \
-	src/pg/sql_embed.o \
+	src/pg/store/import/model_files.o \
+	src/pg/store/import/checkpoint_files.o \
+	src/pg/store/load/model_languages.o \
+	src/pg/sql/model_export.o \
+	src/pg/sql/sql_model.o \
+	src/pg/sql/sql_embed.o \
 	src/core/wordpiece.o \
-	src/pg/sql_quantize.o \
+	src/pg/sql/sql_quantize.o \
 	src/core/segment.o \
-	src/pg/sql_document.o \
+	src/pg/sql/sql_document.o \
 	src/core/metrics.o \
 	src/core/tokenize_13a.o \
-	src/pg/sql_metrics.o \
-	src/pg/sql_pictures.o \
+	src/pg/sql/sql_metrics.o \
+	src/pg/sql/sql_pictures.o \
 	src/core/xml_text.o \
 	src/core/weight_file.o \
-	src/pg/shared_files.o \
-	src/pg/weight_cache.o \
-	src/pg/weight_files.o \
-	src/pg/input_limit.o \
-	src/pg/job_store.o \
-	src/pg/job_launch.o \
-	src/pg/sql_jobs.o \
-	src/pg/job_sync.o \
-	src/pg/sql_version.o \
-	src/pg/model_stats.o \
+	src/pg/store/load/shared_files.o \
+	src/pg/store/load/weight_cache.o \
+	src/pg/store/load/weight_files.o \
+	src/pg/base/input_limit.o \
+	src/pg/jobs/job_store.o \
+	src/pg/jobs/job_launch.o \
+	src/pg/sql/sql_jobs.o \
+	src/pg/jobs/job_sync.o \
+	src/pg/sql/sql_version.o \
+	src/pg/store/load/model_stats.o \
 	src/worker/job_worker.o \
 	src/worker/job_supervisor.o
 

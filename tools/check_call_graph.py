@@ -10,12 +10,38 @@ definer's.  Functions and variables both count.  Every strongly connected
 group of two or more files (Tarjan) is a circle: it is printed with, for
 each edge inside it, the names that make it, and the check fails.
 
+Then the layers, bottom first (LAYERS): a file may call files of its own
+layer and of the layers below it, never above.  A call up is printed with
+its names and fails, and so does a file in no layer.
+
 Usage: tools/check_call_graph.py [SRC_DIR]     (make check-calls)
 """
 import os
 import subprocess
 import sys
 from collections import defaultdict
+
+
+# bottom first: the folder of each layer under SRC_DIR
+LAYERS = [
+    ("core", "the numeric and text core: no PostgreSQL"),
+    ("pg/base", "server files, our tables, arrays, the input limit"),
+    ("pg/store/load", "the model store: rows -> memory -> shared files, tokenizers"),
+    ("pg/store/import", "the model store: files -> rows"),
+    ("pg/pipeline", "translate: sentences, batches, search, documents"),
+    ("pg/jobs", "background jobs: rows, launching, sync triggers"),
+    ("pg/sql", "SQL entry points and _PG_init"),
+    ("worker", "background worker processes"),
+]
+
+
+def layer_of(src, obj):
+    rel = os.path.relpath(obj, src)
+    best = None
+    for i, (folder, _) in enumerate(LAYERS):
+        if os.path.dirname(rel) == folder:
+            best = i
+    return best
 
 
 def symbols(obj, which):
@@ -87,9 +113,22 @@ def main():
             for b in comp:
                 if b in edges[a]:
                     print("  %s -> %s: %s" % (src_of(a), src_of(b), ", ".join(sorted(edges[a][b]))))
+    up = 0
+    unplaced = [o for o in objs if layer_of(src, o) is None]
+    for o in unplaced:
+        print("file in no layer: %s (LAYERS: %s)" % (src_of(o), ", ".join(f for f, _ in LAYERS)))
+    for a in objs:
+        la = layer_of(src, a)
+        for b, names in sorted(edges[a].items()):
+            lb = layer_of(src, b)
+            if la is not None and lb is not None and lb > la:
+                up += 1
+                print("call up: %s (%s) -> %s (%s): %s" % (src_of(a), LAYERS[la][0], src_of(b), LAYERS[lb][0],
+                                                          ", ".join(sorted(names))))
     nedges = sum(len(v) for v in edges.values())
-    print("check_call_graph: %d files, %d edges between them, %d circle(s)" % (len(objs), nedges, len(found)))
-    return 1 if found else 0
+    print("check_call_graph: %d files in %d layers, %d edges between them, %d circle(s), %d call(s) up"
+          % (len(objs), len(LAYERS), nedges, len(found), up))
+    return 1 if found or up or unplaced else 0
 
 
 if __name__ == "__main__":

@@ -106,6 +106,12 @@ extern void InitModelStats(void);
 extern void RecordModelCall(const char *model, int64 sentences, int64 tokens_in, int64 tokens_out, double ms);
 extern void RecordModelCache(const char *model, bool hit);
 
+/*
+ * Called at every GetModel(), if set: _PG_init sets it to MaybeResumeJobs(),
+ * so that the first use of a model after a server start resumes the jobs.
+ */
+extern void (*model_use_hook) (void);
+
 /* The model called name, loaded once per backend; ERROR if none. */
 extern CachedModel *GetModel(const char *name);
 

@@ -49,6 +49,23 @@ has_unknown(const char *s, size_t start, size_t end)
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* does s[0..i) end with a quotation mark (a list marker may follow one: "„- Ein Hund") */
+static bool
+after_quote(const char *s, size_t i)
+{
+	static const char *const quotes[] = {"\xe2\x80\x9e", "\xe2\x80\x9c", "\xe2\x80\x9d", "\xc2\xab", "\xc2\xbb",
+	"\xe2\x80\xb9", "\xe2\x80\xba", "\xe2\x80\x9a", "\xe2\x80\x98", "\""};
+
+	for (size_t q = 0; q < sizeof(quotes) / sizeof(quotes[0]); q++)
+	{
+		size_t		n = strlen(quotes[q]);
+
+		if (i >= n && memcmp(s + i - n, quotes[q], n) == 0)
+			return true;
+	}
+	return false;
+}
+
 static int
 valid_utf8(const uint8_t *s, size_t len)
 {
@@ -113,7 +130,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(p->kind == TF_SPAN_SYMBOL && !(s[p->start] == '&' && s[p->end - 1] == ';') &&
 			 !has_unknown(s, p->start, p->end)) ||
 			(p->kind == TF_SPAN_LIST && p->start > 0 && s[p->start - 1] != '\n' && s[p->start - 1] != ' ' &&
-			 s[p->start - 1] != '\t' && s[p->start - 1] != '\r'))
+			 s[p->start - 1] != '\t' && s[p->start - 1] != '\r' && !after_quote(s, p->start)))
 			abort();
 		/* the mask filters, it does not change what is found */
 		while (k < nall && !(all[k].kind & mask))

@@ -27,7 +27,7 @@ TIMING_FILES = {"12_cancel.sql"}
 # failures the sanitizer itself causes (see the README of the directory,
 # i.e. the comments in run.sh): pattern on "file: description"
 # failures the sanitizers themselves cause, (pattern, why): none known.  (The
-# shared tokenizers' fixed addresses used to lie in ASan's heap; src/pg/weight_cache.c
+# shared tokenizers' fixed addresses used to lie in ASan's heap; src/pg/store/load/weight_cache.c
 # now keeps them below it.)
 SANITIZER_CAUSED = []
 

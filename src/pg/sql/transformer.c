@@ -173,4 +173,5 @@ _PG_init(void)
 
 	/* the first use of the library in a database after a server start: its jobs' supervisor */
 	MaybeResumeJobs();
+	model_use_hook = MaybeResumeJobs;
 }

@@ -18,7 +18,6 @@
 #include "utils/numeric.h"
 
 #include "model_store.h"
-#include "jobs.h"
 #include "weight_cache.h"
 
 /* real checkpoints have a few hundred; MAX_LAYERS (model_config.c) of them would have ~7000 */
@@ -388,6 +387,9 @@ ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name)
 	cm->sep_id = embedding_int(j, "sep_id", 0, c->src_vocab - 1, name);
 }
 
+/* set by _PG_init (transformer.c): the model store calls no layer above it */
+void		(*model_use_hook) (void) = NULL;
+
 CachedModel *
 GetModel(const char *name)
 {
@@ -395,7 +397,8 @@ GetModel(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", name)));
-	MaybeResumeJobs();			/* the first use after a server start */
+	if (model_use_hook)
+		model_use_hook();		/* the jobs' supervisor, at the first use after a server start */
 	{
 		uint64		before = model_loads;
 		CachedModel *cm = (CachedModel *) BackendCacheGet(&model_cache, name);
