@@ -225,13 +225,15 @@ encode_with_specials(Tokenizer *tok, const TfSpecialSet *set, const char *s, Siz
 {
 	TokenList	l = {enc, 0, a};
 	Size		from = 0;
-	Size		pos = 0;
 	size_t		at;
-	int			k;
+	int			k = tf_special_next(set, s, len, 0, &at);
 
+	/* none in the text: SentencePiece's own encoding, not a copy of it */
+	if (k < 0)
+		return spm_encode(tok->model, s, len, a, enc);
 	memset(enc, 0, sizeof(*enc));
 	enc->normalized = "";
-	while (set != NULL && (k = tf_special_next(set, s, len, pos, &at)) >= 0)
+	for (; k >= 0; k = tf_special_next(set, s, len, from, &at))
 	{
 		const TfSpecialToken *t = &set->tok[k];
 		Size		seg_len = at - from;
@@ -241,9 +243,9 @@ encode_with_specials(Tokenizer *tok, const TfSpecialSet *set, const char *s, Siz
 		if (!encode_segment(tok, s + from, seg_len, &l))
 			return false;
 		add_token(&l, SPECIAL_TOKEN_ID(t->id), t->str, t->len);
-		pos = from = at + t->len;
+		from = at + t->len;
 		if (t->rstrip)
-			pos = from = from + tf_leading_space(s + from, len - from);
+			from += tf_leading_space(s + from, len - from);
 	}
 	return encode_segment(tok, s + from, len - from, &l);
 }
