@@ -226,11 +226,21 @@ class Suite:
         if test in self.baseline:
             limit = self.baseline[test] * SLOW_FACTOR + SLOW_EXTRA
         t0 = time.time()
+        # in a session of its own, so that a timeout kills the whole group: make's
+        # children (a unit test gone quadratic) would run on and take the cores
+        # from every test after them
+        proc = subprocess.Popen(self.command(test), cwd=self.tree, env=self.server.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
         try:
-            p = subprocess.run(self.command(test), cwd=self.tree, env=self.server.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=limit, start_new_session=True)
+            out, _ = proc.communicate(timeout=limit)
+            p = subprocess.CompletedProcess(proc.args, proc.returncode, out)
         except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
             # a mutant without interrupt checks cannot be cancelled: restart
             self.server.stop("immediate")
             self.server.start()
@@ -254,7 +264,8 @@ def copy_tree(dst):
     files = subprocess.check_output(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"],
                                     text=True).split("\n")
     # the build's outputs too, if there (times kept): make then rebuilds only what a mutant changes
-    for pattern in ("src/*/*.o", "transformer.so", "test/unit/obj/*.o", "test/unit/test_core"):
+    for pattern in ("src/*/*.o", "src/*/*/*.o", "src/*/*/*/*.o", "transformer.so", "test/unit/obj/*.o",
+                    "test/unit/test_core"):
         files += [os.path.relpath(f, REPO) for f in glob.glob(os.path.join(REPO, pattern))]
     for f in files:
         if not f or not os.path.isfile(os.path.join(REPO, f)):
