@@ -7,7 +7,7 @@ linker reads.  For every object the build made under src/ (make first),
 `nm` gives the external symbols it defines and those it uses; a use of a
 symbol that another object defines is an edge from the user's file to the
 definer's.  Functions and variables both count.  Every strongly connected
-group of two or more files (Tarjan) is a circle: it is printed with, for
+group of two or more files (Tarjan, check_include_cycles.py's) is a circle: it is printed with, for
 each edge inside it, the names that make it, and the check fails.
 
 Then the layers, bottom first (LAYERS): a file may call files of its own
@@ -20,6 +20,9 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_include_cycles import strong_components  # noqa: E402
 
 
 # bottom first: the folder of each layer under SRC_DIR
@@ -64,40 +67,6 @@ def edges_of(objs):
     return edges
 
 
-def circles(nodes, edges):
-    """Tarjan's strongly connected components of two or more nodes."""
-    index, low, on, stack, out = {}, {}, set(), [], []
-    counter = [0]
-    sys.setrecursionlimit(10000)
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in edges[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in nodes:
-        if v not in index:
-            visit(v)
-    return out
-
-
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "src"
     objs = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs if f.endswith(".o"))
@@ -105,7 +74,7 @@ def main():
         print("check_call_graph: no objects under %s/: run make first" % src, file=sys.stderr)
         return 2
     edges = edges_of(objs)
-    found = circles(objs, edges)
+    found = strong_components({o: edges[o] for o in objs})
     src_of = lambda o: o[:-2] + ".c"
     for i, comp in enumerate(found, 1):
         print("call circle %d: %s" % (i, ", ".join(src_of(o) for o in comp)))

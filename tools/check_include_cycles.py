@@ -43,8 +43,10 @@ def graph():
     return edges
 
 
-def cycles(edges):
-    """One circle per strongly connected component (Tarjan), as a path."""
+def strong_components(edges):
+    """Tarjan's strongly connected components of edges ({node: [node, ...]}
+    or {node: {node: ...}}) that hold a circle: two nodes or more, or one
+    that reaches itself.  Also used by check_call_graph.py."""
     index, low, stack, on, comps = {}, {}, [], set(), []
     counter = [0]
 
@@ -89,9 +91,13 @@ def cycles(edges):
     for v in sorted(edges):
         if v not in index:
             strong(v)
+    return comps
 
+
+def cycles(edges):
+    """One circle per strongly connected component, as a path."""
     out = []
-    for comp in comps:
+    for comp in strong_components(edges):
         members = set(comp)
         # a shortest way back from the component's first file to itself
         start = comp[0]
