@@ -7,11 +7,17 @@ currency, math, arrows, CJK inside German, bullets and numbered lists,
 hashtags and order numbers, HTML entities written as text, quotes and
 other symbols.  Deterministic (seeded); writes test/fixtures/messy_lines.txt,
 one input per line, with "\\n" standing for a line break inside an input.
+And test/fixtures/messy_dropped.txt: per line, the characters of its
+caption (not letters or spaces, once per copy of the caption in the line)
+that the human reference translation (test_2016_flickr.en) has fewer of,
+such as the commas of German relative clauses: a translation that drops
+them drops what a translator drops, and the test counts them apart.
 Also test/fixtures/caps_lines.txt: the first 150 captions of test 2017, for
 the ALL CAPS share (the test upper-cases them).
 
     tools/gen_messy_corpus.py [../shared/data/multi30k]
 """
+import collections
 import gzip
 import random
 import sys
@@ -32,21 +38,35 @@ DECORATIONS = [
 ]
 
 
+def marks(s):
+    """The characters that are not letters or spaces, counted (the test's [[:alpha:][:space:]])."""
+    return collections.Counter(c for c in s if not (c.isalpha() or c.isspace()))
+
+
 def main():
     data = sys.argv[1] if len(sys.argv) > 1 else "../shared/data/multi30k"
     lines = [l.strip() for l in gzip.open(data + "/test_2016_flickr.de.gz", "rt", encoding="utf-8")]
+    refs = [l.strip() for l in gzip.open(data + "/test_2016_flickr.en.gz", "rt", encoding="utf-8")]
     r = random.Random(38)
     out = []
+    dropped = []
     for i, s in enumerate(lines[:240]):
         if not s.endswith("."):
             s += "."
+        caption = s
         d = DECORATIONS[i % len(DECORATIONS)]
         s = d(s, r)
         if i % 3 == 0:
             s = DECORATIONS[(i * 7 + 5) % len(DECORATIONS)](s, r)
         out.append(s)
+        ref = refs[i] if refs[i].endswith(".") else refs[i] + "."
+        copies = max(1, s.count(caption.rstrip(".")))
+        cc, cr = marks(caption), marks(ref)
+        dropped.append("".join(c * (copies * (cc[c] - cr[c])) for c in sorted(cc) if cc[c] > cr[c]))
     with open("test/fixtures/messy_lines.txt", "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
+    with open("test/fixtures/messy_dropped.txt", "w", encoding="utf-8") as f:
+        f.write("\n".join(dropped) + "\n")
     print("test/fixtures/messy_lines.txt: %d lines" % len(out))
     caps = [l.strip() for l in gzip.open(data + "/test_2017_flickr.de.gz", "rt", encoding="utf-8")][:150]
     with open("test/fixtures/caps_lines.txt", "w", encoding="utf-8") as f:

@@ -482,10 +482,14 @@ tf_unit_place(const TfUnit *u, const char *t, size_t tlen,
 		else if (k == 0)
 			items[nitems].pos = tw[0].start;
 		else if (an->insert != NULL && an->ws_before && !an->ws_after && k < ntw &&
-				 an->start < u->len && !is_space(u->text[an->start]) &&
+				 wants_space_before(u->text, u->len, an->start) &&
 				 !(i + 1 < n && u->anchors[i + 1].point && u->anchors[i + 1].start == an->start))
 		{
-			/* glued to the word after it (not to another span), as an opening quote is: right before that word's target */
+			/*
+			 * glued to the word after it (not to another span, nor to the
+			 * sentence's full stop: "#12."), as an opening quote is: right
+			 * before that word's target
+			 */
 			items[nitems].pos = tw[k].start;
 		}
 		else

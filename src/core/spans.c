@@ -12,6 +12,7 @@
  */
 #include "spans.h"
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -856,6 +857,78 @@ find(const char *s, size_t len, unsigned mask, const TfCharCheck *cc, TfSpan *ou
 	return n;
 }
 
+/* a unit after a number, as "(± 2 m)" writes it: its length at s + i, or 0 */
+static size_t
+unit_at(const char *s, size_t len, size_t i)
+{
+	static const char *const units[] = {
+		"mm", "cm", "km", "m", "mg", "kg", "g", "t", "ml", "l", "s", "ms", "min", "h",
+		"Hz", "kHz", "W", "kW", "kWh", "V", "A", "km/h", "m/s", "\u00B0C", "\u00B0F", "\u00B0"
+	};
+	size_t		best = 0;
+
+	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++)
+	{
+		size_t		n = strlen(units[u]);
+
+		if (n > best && n <= len - i && memcmp(s + i, units[u], n) == 0 &&
+			(i + n == len || !(isalnum((unsigned char) s[i + n]) || (unsigned char) s[i + n] >= 0x80)))
+			best = n;
+	}
+	return best;
+}
+
+/*
+ * "(± 2 m)", "[5 €]": brackets that hold only numbers and symbols, spaces
+ * and units go whole as one span (the first one's kind), or the model drops the
+ * brackets and the unit around the holes.  In place; returns the new
+ * count.  Linear: a group that fails ends where its scan stopped, before
+ * the next group's "(".
+ */
+static int
+merge_bracketed(const char *s, size_t len, TfSpan *sp, int n)
+{
+	int			w = 0;
+
+	for (int i = 0; i < n;)
+	{
+		size_t		st = sp[i].start,
+					p;
+		char		close;
+		int			j = i;
+
+		if (st == 0 || (s[st - 1] != '(' && s[st - 1] != '[') || (w > 0 && sp[w - 1].end >= st))
+		{
+			sp[w++] = sp[i++];
+			continue;
+		}
+		close = s[st - 1] == '(' ? ')' : ']';
+		p = st;
+		for (;;)
+		{
+			size_t		u;
+
+			if (j < n && sp[j].start == p && (sp[j].kind & (TF_SPAN_NUMBER | TF_SPAN_SYMBOL)))
+				p = sp[j++].end;
+			else if (p < len && (s[p] == ' ' || s[p] == '\t'))
+				p++;
+			else if (p < len && p > st && s[p - 1] == ' ' && (u = unit_at(s, len, p)) != 0)
+				p += u;
+			else
+				break;
+		}
+		if (p < len && s[p] == close && j > i)
+		{
+			sp[w] = (TfSpan) {st - 1, p + 1, sp[i].kind};
+			w++;
+			i = j;
+		}
+		else
+			sp[w++] = sp[i++];
+	}
+	return w;
+}
+
 int
 tf_find_spans(const char *s, size_t len, unsigned mask, const SpmAlloc *a, TfSpan **spans)
 {
@@ -877,7 +950,7 @@ tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharChec
 	if (*spans == NULL)
 		return -1;
 	find(s, len, mask, cc, *spans);
-	return (int) n;
+	return merge_bracketed(s, len, *spans, (int) n);
 }
 
 static const char *const kind_names[] = {

@@ -124,7 +124,10 @@ typedef struct TfSpan
  * boundaries.  Every kind is looked for whatever the mask, and nothing is
  * a span inside another, so a URL's digits are never numbers and an
  * e-mail is never also a mention, even when the mask asks for numbers or
- * mentions alone.  *spans is allocated from a (NULL when there are none).
+ * mentions alone.  Brackets that hold only numbers, symbols, spaces and
+ * units ("(± 2 m)", "[5 €]") are one span with them, of the first one's
+ * kind.
+ * *spans is allocated from a (NULL when there are none).
  * Returns the count, -1 when out of memory.  Linear time in len.
  */
 int			tf_find_spans(const char *s, size_t len, unsigned mask,
