@@ -35,13 +35,17 @@ OBJS = \
 	src/pg/store/load/model_config.o \
 	src/pg/store/load/model_pack.o \
 	src/pg/pipeline/translate.o \
+	src/pg/pipeline/document_plan.o \
 	src/pg/pipeline/translate_document.o \
 	src/core/placement.o \
 	src/core/rich_text.o \
 	src/core/spans.o \
 	src/core/special_tokens.o \
 	src/core/casing.o \
-	src/core/markup.o \
+	src/core/markup_parse.o \
+	src/core/markup_tree.o \
+	src/core/markup_blocks.o \
+	src/core/markup_render.o \
 	src/pg/pipeline/decode_workspace.o \
 	src/core/safetensors.o \
 	src/core/torch_zip.o \
@@ -142,8 +146,11 @@ test/unit/test_torch: test/unit/test_torch.c $(TORCH_OBJS) src/core/*.h
 # Text as people write it: markup (libxml2), verbatim spans, casing (ICU), anchor placement
 XML2_CFLAGS = $(shell xml2-config --cflags)
 XML2_LIBS = $(shell xml2-config --libs)
-test/unit/test_markup: test/unit/test_markup.c src/core/markup.c src/core/markup.h src/core/spm.h
-	$(CC_UNIT) $(UNIT_CFLAGS) $(XML2_CFLAGS) -o $@ test/unit/test_markup.c src/core/markup.c $(XML2_LIBS)
+# the markup module: markup.h, its parts sharing markup_internal.h
+MARKUP_SRC = src/core/markup_parse.c src/core/markup_tree.c src/core/markup_blocks.c src/core/markup_render.c
+MARKUP_H = src/core/markup.h src/core/markup_internal.h
+test/unit/test_markup: test/unit/test_markup.c $(MARKUP_SRC) $(MARKUP_H) src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) $(XML2_CFLAGS) -o $@ test/unit/test_markup.c $(MARKUP_SRC) $(XML2_LIBS)
 test/unit/test_spans: test/unit/test_spans.c src/core/spans.c src/core/spans.h src/core/spm.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_spans.c src/core/spans.c -licuuc
 test/unit/test_casing: test/unit/test_casing.c src/core/casing.c src/core/casing.h src/core/spm.h
@@ -433,9 +440,9 @@ FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_m
 FUZZERS += test/fuzz/fuzz_wordpiece
 
 test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
-		test/unit/test_wordpiece.c test/unit/test_special_tokens.c src/core/wordpiece.c src/core/markup.c src/core/spans.c \
+		test/unit/test_wordpiece.c test/unit/test_special_tokens.c src/core/wordpiece.c $(MARKUP_SRC) src/core/spans.c \
 		src/core/casing.c src/core/placement.c src/core/special_tokens.c src/core/*.h
-	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core $(XML2_CFLAGS) -o test/unit/test_markup_san test/unit/test_markup.c src/core/markup.c $(XML2_LIBS)
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core $(XML2_CFLAGS) -o test/unit/test_markup_san test/unit/test_markup.c $(MARKUP_SRC) $(XML2_LIBS)
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_spans_san test/unit/test_spans.c src/core/spans.c -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_casing_san test/unit/test_casing.c src/core/casing.c -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_placement_san test/unit/test_placement.c src/core/placement.c
@@ -449,15 +456,15 @@ test/fuzz/fuzz_wordpiece: test/fuzz/fuzz_wordpiece.c test/fuzz/fuzz_arena.h src/
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
 	  -o $@ test/fuzz/fuzz_wordpiece.c src/core/wordpiece.c src/core/spm_model.c src/core/protobuf.c -licuuc
 
-test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h src/core/markup.c src/core/markup.h
+test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h $(MARKUP_SRC) $(MARKUP_H)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
-	  -o $@ test/fuzz/fuzz_markup.c src/core/markup.c $(XML2_LIBS)
+	  -o $@ test/fuzz/fuzz_markup.c $(MARKUP_SRC) $(XML2_LIBS)
 
 test/fuzz/fuzz_spans: test/fuzz/fuzz_spans.c test/fuzz/fuzz_arena.h src/core/spans.c src/core/spans.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
 	  -o $@ test/fuzz/fuzz_spans.c src/core/spans.c -licuuc
 
-RICH_TEXT_SRC = src/core/rich_text.c src/core/placement.c src/core/spans.c src/core/markup.c
+RICH_TEXT_SRC = src/core/rich_text.c src/core/placement.c src/core/spans.c $(MARKUP_SRC)
 test/fuzz/fuzz_rich_text: test/fuzz/fuzz_rich_text.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h $(RICH_TEXT_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
 	  -o $@ test/fuzz/fuzz_rich_text.c $(RICH_TEXT_SRC) $(XML2_LIBS) -licuuc

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for the HTML/XML block reader and renderer
- * (src/core/markup.c) alone, outside the server; make fuzz-markup.  The
+ * (src/core/markup_*.c) alone, outside the server; make fuzz-markup.  The
  * first byte picks the format (bit 0: XML) and seeds the ranges; the rest
  * is the markup.  Rendered with the source blocks and with translations
  * (each block's words reversed, anchors at pseudo-random, often invalid

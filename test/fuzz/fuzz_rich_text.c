@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for translate()'s path through markup and spans
- * without the model (src/core/markup.c, spans.c, rich_text.c,
+ * without the model (src/core/markup_*.c, spans.c, rich_text.c,
  * placement.c); make fuzz-rich-text.  The first byte picks the format
  * (0: plain text, 1: HTML, 2: XML) and seeds a pseudo-random alignment;
  * the rest is the document.  Each unit (the text, or each block) loses

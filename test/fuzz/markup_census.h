@@ -40,7 +40,7 @@ contains(const char *s, size_t len, const char *w)
 }
 
 /*
- * The element names of s, as libxml2 parses it the way markup.c does:
+ * The element names of s, as libxml2 parses it the way markup_parse.c does:
  * count and hash sums.  HTML: p, html, head and body apart (sum[3]),
  * which libxml2 implies around text met directly in html or head, or
  * before any element of a document (a translation's text may end up

@@ -279,6 +279,24 @@ def copy_tree(dst):
         os.symlink(shared, os.path.join(os.path.dirname(dst), "shared"))
 
 
+def touch_includers(tree, path):
+    """A mutated header: PGXS has no header dependencies, so the sources that include it (directly or
+    through other headers) are touched."""
+    if not path.endswith(".h"):
+        return
+    files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(tree, "src")) for f in fs if f.endswith((".c", ".h"))]
+    text = {f: open(f, encoding="utf-8").read() for f in files}
+    names, grown = {os.path.basename(path)}, True
+    while grown:
+        more = {os.path.basename(f) for f in files if f.endswith(".h") and
+                any('#include "%s"' % n in text[f] for n in names)}
+        grown = not more <= names
+        names |= more
+    for f in files:
+        if f.endswith(".c") and any('#include "%s"' % n in text[f] for n in names):
+            os.utime(f)
+
+
 def build(tree, what):
     """Build the extension ("so") or the unit tests ("unit"); None, or make's output on failure."""
     target = ["test/unit/test_core"] if what == "unit" else []
@@ -366,6 +384,7 @@ def main():
             orig = open(path, encoding="utf-8").read()
             with open(path, "w", encoding="utf-8") as f:
                 f.write(orig.replace(m["find"], m["replace"], 1))
+            touch_includers(tree, m["file"])
             unit_needed = m["file"] in CORE_SRC
             built = set()
             try:
@@ -411,6 +430,7 @@ def main():
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(orig)
                 os.utime(path)
+                touch_includers(tree, m["file"])
                 if m["file"].startswith("sql/"):
                     # the unmutated install script back in place for the next mutant
                     build(tree, "so")

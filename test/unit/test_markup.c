@@ -1,6 +1,6 @@
 /*
  * test_markup.c
- *		src/core/markup.c outside the server: blocks and anchors of HTML and
+ *		src/core/markup_*.c outside the server: blocks and anchors of HTML and
  *		XML, rendering with source and with translated text, repaired
  *		ranges, hostile input.  Prints ok/not ok per check, exits 1 on a
  *		failure.
