@@ -73,9 +73,11 @@ OBJS = \
 	src/pg/jobs/job_store.o \
 	src/pg/jobs/job_launch.o \
 	src/pg/sql/sql_jobs.o \
+	src/pg/sql/sql_job_control.o \
 	src/pg/jobs/job_sync.o \
 	src/pg/sql/sql_version.o \
 	src/pg/store/load/model_stats.o \
+	src/worker/job_batch.o \
 	src/worker/job_worker.o \
 	src/worker/job_supervisor.o
 

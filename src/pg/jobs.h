@@ -103,6 +103,14 @@ extern void JobLockTag(LOCKTAG *tag, Oid dboid, int64 job, int k);
 /* Does some other process hold worker k's lock (a worker running)? */
 extern bool JobWorkerRunning(Oid dboid, int64 job, int k);
 
+/* The lock that keeps workers from reading a job row until its writer commits (job_store.c). */
+extern void LockJobRow(int64 id);
+
+/* A job's sync triggers: for inserts, for updates, and 0.8.0's row trigger; the name of one; all dropped (job_sync.c). */
+extern const char *const SyncTriggerKinds[3];
+extern char *SyncTriggerName(int64 id, const char *kind);
+extern void DropSyncTriggers(const JobRow *job);
+
 /*
  * As a table's owner inside a security-restricted operation, with the key
  * settings (keys are parsed back under them), as VACUUM and REFRESH

@@ -298,3 +298,13 @@ SetJobWaiting(int64 job, const char *why)
 	JobExec(psprintf("UPDATE %s SET waiting = $2 WHERE id = $1 AND waiting IS DISTINCT FROM $2",
 					 JobTable("transformer_job")), 2, types, values, nulls, SPI_OK_UPDATE);
 }
+
+/* The lock that keeps workers from reading a job row until its writer commits. */
+void
+LockJobRow(int64 id)
+{
+	LOCKTAG		tag;
+
+	JobLockTag(&tag, MyDatabaseId, id, 0);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}

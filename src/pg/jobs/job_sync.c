@@ -399,3 +399,30 @@ transformer_job_sync(PG_FUNCTION_ARGS)
 		return row_sync(td);
 	return statement_sync(td);
 }
+
+/* The sync triggers of a job: for inserts, for updates, and 0.8.0's row trigger */
+const char *const SyncTriggerKinds[3] = {"insert", "update", "sync"};
+
+char *
+SyncTriggerName(int64 id, const char *kind)
+{
+	return psprintf("transformer_job_" INT64_FORMAT "_%s", id, kind);
+}
+
+/* The sync triggers of a job dropped (as the table's owner), if the table is still there. */
+void
+DropSyncTriggers(const JobRow *job)
+{
+	JobAsOwner s;
+	char	   *relname = get_rel_name(job->relid);
+
+	if (relname == NULL)
+		return;					/* the table is gone, and its triggers with it */
+	JobInternalBegin(&s);
+	for (int i = 0; i < lengthof(SyncTriggerKinds); i++)
+		if (SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(SyncTriggerName(job->id, SyncTriggerKinds[i])),
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(job->relid)), relname)),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop the sync trigger of job " INT64_FORMAT, job->id);
+	JobInternalEnd(&s);
+}
