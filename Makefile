@@ -40,6 +40,8 @@ OBJS = \
 	src/core/placement.o \
 	src/core/rich_text.o \
 	src/core/spans.o \
+	src/core/spans_web.o \
+	src/core/spans_prose.o \
 	src/core/special_tokens.o \
 	src/core/casing.o \
 	src/core/markup_parse.o \
@@ -153,8 +155,11 @@ MARKUP_SRC = src/core/markup_parse.c src/core/markup_tree.c src/core/markup_bloc
 MARKUP_H = src/core/markup.h src/core/markup_internal.h
 test/unit/test_markup: test/unit/test_markup.c $(MARKUP_SRC) $(MARKUP_H) src/core/spm.h
 	$(CC_UNIT) $(UNIT_CFLAGS) $(XML2_CFLAGS) -o $@ test/unit/test_markup.c $(MARKUP_SRC) $(XML2_LIBS)
-test/unit/test_spans: test/unit/test_spans.c src/core/spans.c src/core/spans.h src/core/spm.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_spans.c src/core/spans.c -licuuc
+# the spans module: spans.h, its parts sharing spans_internal.h
+SPANS_SRC = src/core/spans.c src/core/spans_web.c src/core/spans_prose.c
+SPANS_H = src/core/spans.h src/core/spans_internal.h
+test/unit/test_spans: test/unit/test_spans.c $(SPANS_SRC) $(SPANS_H) src/core/spm.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_spans.c $(SPANS_SRC) -licuuc
 test/unit/test_casing: test/unit/test_casing.c src/core/casing.c src/core/casing.h src/core/spm.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_casing.c src/core/casing.c -licuuc
 test/unit/test_placement: test/unit/test_placement.c src/core/placement.c src/core/placement.h
@@ -442,10 +447,10 @@ FUZZERS += test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle test/fuzz/fuzz_m
 FUZZERS += test/fuzz/fuzz_wordpiece
 
 test/unit/test_text_san: test/unit/test_markup.c test/unit/test_spans.c test/unit/test_casing.c test/unit/test_placement.c \
-		test/unit/test_wordpiece.c test/unit/test_special_tokens.c src/core/wordpiece.c $(MARKUP_SRC) src/core/spans.c \
+		test/unit/test_wordpiece.c test/unit/test_special_tokens.c src/core/wordpiece.c $(MARKUP_SRC) $(SPANS_SRC) \
 		src/core/casing.c src/core/placement.c src/core/special_tokens.c src/core/*.h
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core $(XML2_CFLAGS) -o test/unit/test_markup_san test/unit/test_markup.c $(MARKUP_SRC) $(XML2_LIBS)
-	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_spans_san test/unit/test_spans.c src/core/spans.c -licuuc
+	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_spans_san test/unit/test_spans.c $(SPANS_SRC) -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_casing_san test/unit/test_casing.c src/core/casing.c -licuuc
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_placement_san test/unit/test_placement.c src/core/placement.c
 	clang -std=gnu11 $(SAN_FLAGS) -fwrapv -Isrc/core -o test/unit/test_wordpiece_san test/unit/test_wordpiece.c \
@@ -462,11 +467,11 @@ test/fuzz/fuzz_markup: test/fuzz/fuzz_markup.c test/fuzz/fuzz_arena.h test/fuzz/
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
 	  -o $@ test/fuzz/fuzz_markup.c $(MARKUP_SRC) $(XML2_LIBS)
 
-test/fuzz/fuzz_spans: test/fuzz/fuzz_spans.c test/fuzz/fuzz_arena.h src/core/spans.c src/core/spans.h
+test/fuzz/fuzz_spans: test/fuzz/fuzz_spans.c test/fuzz/fuzz_arena.h $(SPANS_SRC) $(SPANS_H)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core \
-	  -o $@ test/fuzz/fuzz_spans.c src/core/spans.c -licuuc
+	  -o $@ test/fuzz/fuzz_spans.c $(SPANS_SRC) -licuuc
 
-RICH_TEXT_SRC = src/core/rich_text.c src/core/placement.c src/core/spans.c $(MARKUP_SRC)
+RICH_TEXT_SRC = src/core/rich_text.c src/core/placement.c $(SPANS_SRC) $(MARKUP_SRC)
 test/fuzz/fuzz_rich_text: test/fuzz/fuzz_rich_text.c test/fuzz/fuzz_arena.h test/fuzz/markup_census.h $(RICH_TEXT_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core $(XML2_CFLAGS) \
 	  -o $@ test/fuzz/fuzz_rich_text.c $(RICH_TEXT_SRC) $(XML2_LIBS) -licuuc

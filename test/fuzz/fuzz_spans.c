@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the verbatim spans of a text (src/core/spans.c)
+ * libFuzzer harness for the verbatim spans of a text (src/core/spans*.c)
  * outside the server: the first byte is the mask of kinds, the rest the
  * text (ill-formed UTF-8 is skipped: the server gives valid text).  The
  * spans must be sorted, non-empty, non-overlapping, in bounds, at

@@ -6,7 +6,7 @@
  *		take linear time.  Prints TAP-like lines; exits 1 on any failure.
  *
  *	gcc -std=gnu11 -O2 -Wall -Wextra -Isrc/core -o test/unit/test_spans \
- *		test/unit/test_spans.c src/core/spans.c -licuuc
+ *		test/unit/test_spans.c src/core/spans*.c -licuuc
  */
 #include <stdio.h>
 #include <stdlib.h>
