@@ -177,10 +177,19 @@ unit_at(const char *s, size_t len, size_t i)
 	return best;
 }
 
+/* may a span be inside brackets that go with it?  A number, or a run the model does not know (no entity) */
+static inline bool
+bracketable(const char *s, const TfSpan *sp)
+{
+	return sp->kind == TF_SPAN_NUMBER || (sp->kind == TF_SPAN_SYMBOL && s[sp->start] != '&');
+}
+
 /*
- * "(± 2 m)", "[5 €]": brackets that hold only numbers and symbols, spaces
- * and units go whole as one span (the first one's kind), or the model drops the
- * brackets and the unit around the holes.  In place; returns the new
+ * "(± 2 m)", "[5 €]": brackets that hold only numbers, runs the model
+ * does not know, spaces and units go whole as one span (a symbol if one
+ * of them is, else a number), or the model drops the brackets and the
+ * unit around the holes.  On every kind's spans, before the mask filters
+ * (the mask does not change what is found).  In place; returns the new
  * count.  Linear: a group that fails ends where its scan stopped, before
  * the next group's "(".
  */
@@ -194,7 +203,8 @@ merge_bracketed(const char *s, size_t len, TfSpan *sp, int n)
 		size_t		st = sp[i].start,
 					p;
 		char		close;
-		int			j = i;
+		int			j = i,
+					kind = TF_SPAN_NUMBER;
 
 		if (st == 0 || (s[st - 1] != '(' && s[st - 1] != '[') || (w > 0 && sp[w - 1].end >= st))
 		{
@@ -207,8 +217,11 @@ merge_bracketed(const char *s, size_t len, TfSpan *sp, int n)
 		{
 			size_t		u;
 
-			if (j < n && sp[j].start == p && (sp[j].kind & (TF_SPAN_NUMBER | TF_SPAN_SYMBOL)))
+			if (j < n && sp[j].start == p && bracketable(s, &sp[j]))
+			{
+				kind = sp[j].kind == TF_SPAN_SYMBOL ? TF_SPAN_SYMBOL : kind;
 				p = sp[j++].end;
+			}
 			else if (p < len && (s[p] == ' ' || s[p] == '\t'))
 				p++;
 			else if (p < len && p > st && s[p - 1] == ' ' && (u = unit_at(s, len, p)) != 0)
@@ -218,7 +231,7 @@ merge_bracketed(const char *s, size_t len, TfSpan *sp, int n)
 		}
 		if (p < len && s[p] == close && j > i)
 		{
-			sp[w] = (TfSpan) {st - 1, p + 1, sp[i].kind};
+			sp[w] = (TfSpan) {st - 1, p + 1, kind};
 			w++;
 			i = j;
 		}
@@ -238,18 +251,28 @@ int
 tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharCheck *cc,
 					  const SpmAlloc *a, TfSpan **spans)
 {
-	size_t		n = find(s, len, mask, cc, NULL);
+	size_t		n;
+	int			m = 0;
 
 	*spans = NULL;
-	if (n == 0)
+	/* none of the mask's kinds: no allocation (a merged span is of one of its spans' kinds) */
+	if (find(s, len, mask, cc, NULL) == 0)
 		return 0;
+	n = find(s, len, TF_SPAN_ALL, cc, NULL);
 	if (n > (size_t) INT32_MAX)
 		return -1;				/* the count is an int */
 	*spans = a->alloc(a->ctx, n * sizeof(TfSpan));
 	if (*spans == NULL)
 		return -1;
-	find(s, len, mask, cc, *spans);
-	return merge_bracketed(s, len, *spans, (int) n);
+	/* every kind found, the brackets merged, then the mask's kinds kept */
+	find(s, len, TF_SPAN_ALL, cc, *spans);
+	n = merge_bracketed(s, len, *spans, (int) n);
+	for (size_t i = 0; i < n; i++)
+		if ((*spans)[i].kind & mask)
+			(*spans)[m++] = (*spans)[i];
+	if (m == 0)
+		*spans = NULL;
+	return m;
 }
 
 static const char *const kind_names[] = {

@@ -124,9 +124,9 @@ typedef struct TfSpan
  * boundaries.  Every kind is looked for whatever the mask, and nothing is
  * a span inside another, so a URL's digits are never numbers and an
  * e-mail is never also a mention, even when the mask asks for numbers or
- * mentions alone.  Brackets that hold only numbers, symbols, spaces and
- * units ("(± 2 m)", "[5 €]") are one span with them, of the first one's
- * kind.
+ * mentions alone.  Brackets that hold only numbers, runs the model does
+ * not know, spaces and units ("(± 2 m)", "[5 €]") are one span with them:
+ * a symbol if one of them is, else a number.
  * *spans is allocated from a (NULL when there are none).
  * Returns the count, -1 when out of memory.  Linear time in len.
  */
