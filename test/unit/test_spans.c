@@ -60,6 +60,7 @@ static const Case cases[] = {
 	{"[3 km/h] und (1990-2000)", ALL, "number:[3 km/h]|number:(1990-2000)"},
 	{"(5 Hunde) (5 mm2) (3 m", ALL, "number:5|number:5|number:3"},
 	{"(5 m) ohne Zahl", URL, ""},
+	{"(5 m) ohne Zahl", NUM, "number:(5 m)"},
 	{"1.000 Leute", ALL, "number:1.000"},
 	{"1.000.000 Euro", ALL, "number:1.000.000"},
 	{"Seite 3-5 und 3/4 Liter", ALL, "number:3-5|number:3/4"},
