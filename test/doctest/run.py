@@ -138,7 +138,7 @@ def apply_standins(b):
             full = os.path.join(ROOT, d)
             if not os.path.exists(full):
                 return None, f"its stand-in {d} does not exist here"
-            sql = sql.replace(path, os.path.normpath(full))
+            sql = sql.replace(path, os.path.normpath(full) + ("/" if path.endswith("/") else ""))
     return sql, None
 
 
