@@ -258,10 +258,16 @@ encodings:
 	test/encodings/run.sh
 .PHONY: encodings
 
-# The README's Catalog table against pg_proc, and its SQLSTATEs against pgTAP (needs a server)
+# The manual's Catalog table (docs/reference.md) against pg_proc, and the SQLSTATEs of README.md and docs/*.md against pgTAP (needs a server)
 readme-check:
 	$(PYTHON) test/readme/check.py
 .PHONY: readme-check
+
+# Every SQL example of README.md and docs/*.md runs, each page in a fresh database; the outputs the
+# pages show are compared, and the pages' links checked (test/doctest/run.py; needs a server)
+doctest:
+	$(PYTHON) test/doctest/run.py
+.PHONY: doctest
 
 # src/core is pure C: no PostgreSQL header, no palloc/ereport/elog (tools/check_core.sh)
 check-core:
@@ -279,8 +285,8 @@ check-calls: all
 	$(PYTHON) tools/check_call_graph.py src
 .PHONY: check-calls
 
-# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, concurrency, jobs, browser
-test: check-core check-cycles check-calls unittest pathological sanitize installcheck prove readme-check encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
+# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, the manual's examples, concurrency, jobs, browser
+test: check-core check-cycles check-calls unittest pathological sanitize installcheck prove readme-check doctest encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
 
 # The tests that read ../shared/data, on a clone with nothing beside it: ../shared hidden under an
 # empty tmpfs in a mount namespace of their own, with a throwaway server inside it (root; CI runs it)

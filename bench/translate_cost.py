@@ -6,7 +6,7 @@ Documents of Multi30k test_2016 German sentences (../shared/data), joined
 by spaces, of about 1, 10 and 100 kB, translated by the bundled model in
 one translate() call each, beam 4 (its default) and greedy; the time and
 the peak memory of the backend (VmHWM over VmRSS before the call, a fresh
-connection each).  Seconds per kB is what the README's reference quotes.
+connection each).  Seconds per kB is what docs/security.md ("Limits: time and memory by input size") quotes.
 
 Usage: pg_virtualenv bench/translate_cost.py [--sizes 1,10,100]   (root or postgres: reads /proc)
 """

@@ -62,7 +62,7 @@ for f in $files; do
 done
 
 if [ $fail -ne 0 ]; then
-	echo "check-core: FAILED: src/core must stay free of PostgreSQL (see README, Development)" >&2
+	echo "check-core: FAILED: src/core must stay free of PostgreSQL (see docs/development.md)" >&2
 	exit 1
 fi
 echo "check-core: ok, $(echo "$files" | wc -l) files in $CORE free of PostgreSQL headers and calls"

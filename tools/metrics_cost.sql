@@ -1,4 +1,4 @@
--- chrf() and bleu() cost per byte of hypothesis, in SQL (README, "Performance"):
+-- chrf() and bleu() cost per byte of hypothesis, in SQL (docs/security.md, "Limits: time and memory by input size"):
 --   pg_virtualenv sh -c 'createdb m; psql -X -d m -f tools/metrics_cost.sql'   (from the repository root; reads ../shared/data)
 \set QUIET 1
 CREATE EXTENSION IF NOT EXISTS transformer;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The quality table of text as people write it (issue 27), re-measured.
 
-Runs each row of the README's table through translate() with the bundled
+Runs each row of the table of docs/text.md through translate() with the bundled
 model, in a database where the extension can be created (PGHOST etc., as
 psql; e.g. under pg_virtualenv), and prints a Markdown table plus the
 figures: words kept for the paragraph without periods, characters out for

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Citus: with an installed Citus (the Citus project's own packages, see the
-# README), start a coordinator and two workers on loopback ports, run
+# Citus: with an installed Citus (the Citus project's own packages, see
+# docs/citus.md), start a coordinator and two workers on loopback ports, run
 # test/citus/citus.sql (pgTAP) on the coordinator, and stop and remove the
 # cluster whatever happens.  Nothing here downloads or builds Citus: without
 # it installed, the test is skipped with a message.  make citus; root (it
@@ -19,7 +19,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 if [ ! -f "$($PG_CONFIG --pkglibdir)/citus.so" ]; then
-	echo "citus: Citus is not installed for PostgreSQL $($PG_CONFIG --version | sed -E 's/^PostgreSQL ([0-9.]+).*/\1/'); skipped (install it from the Citus packages: see the README, Scaling out on Citus)"
+	echo "citus: Citus is not installed for PostgreSQL $($PG_CONFIG --version | sed -E 's/^PostgreSQL ([0-9.]+).*/\1/'); skipped (install it from the Citus packages: see docs/citus.md)"
 	exit 0
 fi
 

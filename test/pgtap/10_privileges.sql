@@ -1,6 +1,6 @@
--- Privileges, as the README's "Privileges" section designs them: what a
+-- Privileges, as docs/security.md's "Privileges" section designs them: what a
 -- role needs to translate, to load models from bytes sent by the client
--- (psql variables and \lo_import, as the README shows), to import server
+-- (psql variables and \lo_import, as docs/security.md shows), to import server
 -- files, to export, and to change settings.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -10,7 +10,7 @@
 \set root `pwd`
 \set swish :root/test/fixtures/models/marian_swish
 \set relu :root/test/fixtures/models/paper_relu
--- the client's copies of a model's files (the README's recipe)
+-- the client's copies of a model's files (docs/security.md's recipe)
 \set config `cat test/fixtures/models/marian_swish/config.json`
 \set vocab `cat test/fixtures/models/marian_swish/vocab.json`
 \set spm `base64 -w0 test/fixtures/models/marian_swish/source.spm`

@@ -1,4 +1,4 @@
--- Every error class the README promises, asserted by SQLSTATE as well as by
+-- Every error class the README and docs/ promise, asserted by SQLSTATE as well as by
 -- message (the pg_regress files show messages only).  One line per promise;
 -- the attention functions' codes are in 01_interface, server files without
 -- the privilege (42501) in 10_privileges, a tensor over 1 GB (54000) in

@@ -201,7 +201,7 @@ SELECT lives_ok($q$CREATE TABLE vdocs AS SELECT i, en, embed(en, 'multi30k_sente
 SELECT is((SELECT i FROM vdocs ORDER BY v <=> embed((SELECT de FROM pairs WHERE i = 1), 'multi30k_sentence_de_en')::vector LIMIT 1), 1,
   'a semantic search finds the translation of the first German sentence');
 \else
-SELECT skip('pgvector is not installed here (it is not a Debian package; see the README)', 4);
+SELECT skip('pgvector is not installed here (it is not a Debian package; see docs/embeddings.md)', 4);
 \endif
 
 SELECT * FROM finish();

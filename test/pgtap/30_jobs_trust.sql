@@ -330,7 +330,7 @@ SELECT is((SELECT count(*) FROM kvec WHERE v IS NULL OR (SELECT max(abs(a - b)) 
            unnest(v::real[], embed(de, 'multi30k_sentence_de_en')) AS u(a, b)) > 1e-6), 0::bigint,
   'each vector equals embed() of its row');
 \else
-SELECT skip('pgvector is not installed here (it is not a Debian package; see the README)', 2);
+SELECT skip('pgvector is not installed here (it is not a Debian package; see docs/embeddings.md)', 2);
 \endif
 
 SELECT * FROM finish();
