@@ -12,7 +12,7 @@ SELECT encode('\x01ff'::bytea, 'hex');
 SELECT decode('aGVsbG8=', 'base64');
 SELECT translate('hello', 'el', 'ip');
 SELECT translate('12345'::text, '143', 'ax'::text);
--- a string third argument is never ours (the README warns): this is
+-- a string third argument is never ours (docs/reference.md warns): this is
 -- PostgreSQL's translate(), which finds no 'm' to replace by 'd' and
 -- returns the text as it is, silently
 SELECT translate('Ein Hund.', 'm', 'de');

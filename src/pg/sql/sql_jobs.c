@@ -387,7 +387,7 @@ declare_job(JobSpec *js)
 	/*
 	 * Citus: the triggers would run on the shards, on the workers, whose
 	 * queue is not ours; a distributed table is backfilled from the
-	 * coordinator only (README: Scaling out on Citus).
+	 * coordinator only (docs/citus.md).
 	 */
 	{
 		int			level = ExtSpiConnect();
