@@ -50,7 +50,11 @@ OBJS = \
 	src/core/torch_pickle_tensors.o \
 	src/core/torch_pickle_machine.o \
 	src/core/torch_checkpoint.o \
-	src/pg/store/import/model_files.o \
+	src/pg/store/import/model_dir.o \
+	src/pg/store/import/language_tokens.o \
+	src/pg/store/import/encoder_files.o \
+	src/pg/store/import/model_rows.o \
+	src/pg/store/import/model_import.o \
 	src/pg/store/import/checkpoint_files.o \
 	src/pg/store/load/model_languages.o \
 	src/pg/sql/model_export.o \
