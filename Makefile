@@ -51,8 +51,16 @@ OBJS = \
 	src/pg/pipeline/decode_workspace.o \
 	src/core/safetensors.o \
 	src/core/torch_zip.o \
-	src/core/torch_pickle.o \
-	src/pg/store/import/model_files.o \
+	src/core/torch_pickle_objects.o \
+	src/core/torch_pickle_globals.o \
+	src/core/torch_pickle_tensors.o \
+	src/core/torch_pickle_machine.o \
+	src/core/torch_checkpoint.o \
+	src/pg/store/import/model_dir.o \
+	src/pg/store/import/language_tokens.o \
+	src/pg/store/import/encoder_files.o \
+	src/pg/store/import/model_rows.o \
+	src/pg/store/import/model_import.o \
 	src/pg/store/import/checkpoint_files.o \
 	src/pg/store/load/model_languages.o \
 	src/pg/sql/model_export.o \
@@ -129,7 +137,10 @@ CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
-CORE_SRC += src/core/torch_zip.c src/core/torch_pickle.c src/core/safetensors.c
+# the PyTorch checkpoint reader (torch_pickle.h), in the order its pieces call each other
+TORCH_PICKLE_SRC = src/core/torch_pickle_objects.c src/core/torch_pickle_globals.c src/core/torch_pickle_tensors.c \
+	src/core/torch_pickle_machine.c src/core/torch_checkpoint.c
+CORE_SRC += src/core/torch_zip.c $(TORCH_PICKLE_SRC) src/core/safetensors.c
 # the flags that matter of the server build (-fwrapv changes vectorization)
 UNIT_CFLAGS = -std=gnu11 -O3 -g -Wall -Wextra -fwrapv -fno-strict-aliasing -Isrc/core
 
@@ -142,7 +153,7 @@ test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(UNIT_OBJS) -lopenblas -lm
 
 # The PyTorch checkpoint reader on torch.save's files and on hostile ones (tools/gen_torch_fixtures.py)
-TORCH_SRC = src/core/torch_zip.c src/core/torch_pickle.c src/core/safetensors.c src/core/spm_model.c src/core/protobuf.c
+TORCH_SRC = src/core/torch_zip.c $(TORCH_PICKLE_SRC) src/core/safetensors.c src/core/spm_model.c src/core/protobuf.c
 TORCH_OBJS = $(patsubst src/core/%.c,test/unit/obj/%.o,$(TORCH_SRC))
 test/unit/test_torch: test/unit/test_torch.c $(TORCH_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_torch.c $(TORCH_OBJS)

@@ -2,7 +2,7 @@
  * torch_zip.c
  *		The central directory of a ZIP archive of stored entries, read
  *		with every offset and size checked against the file, for PyTorch's
- *		checkpoints (torch_pickle.c).  No postgres.h.
+ *		checkpoints (torch_checkpoint.c).  No postgres.h.
  *
  * The format (PKWARE's APPNOTE.TXT): the archive ends with the end of
  * central directory record (EOCD), possibly followed by a comment of up to

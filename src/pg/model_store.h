@@ -223,12 +223,12 @@ typedef struct ModelImport
 	Jsonb	   *embedding;		/* an encoder's embed() settings (see ParseEmbeddingSettings), or NULL */
 } ModelImport;
 
-/* model_files.c */
+/* model_rows.c */
 /* transformer.tensor_part_size (kB): the most bytes of a tensor one row holds */
 extern int	tensor_part_kb;
 extern void CheckModelName(const char *name);
 extern int64 StoreModel(const char *name, const ModelImport *mi);
-/* A Marian vocabulary's >>fra<< tokens as the languages jsonb; NULL if none. */
+/* language_tokens.c: a Marian vocabulary's >>fra<< tokens as the languages jsonb; NULL if none. */
 extern Jsonb *MarianLanguages(const Tokenizer *t);
 
 /* model_languages.c: ERROR unless languages is well-formed for cfg (untrusted rows). */

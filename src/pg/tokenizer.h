@@ -75,7 +75,7 @@ extern void BuildTokenizerWith(Tokenizer *t, const SpmAlloc *a, const char *mode
 #define WORDPIECE_MAGIC "#transformer wordpiece 1\n"
 extern bool IsWordPiece(const char *model, Size model_len);
 
-/* model_files.c: a Hugging Face tokenizer directory (vocab.txt, or sentencepiece.bpe.model with fairseq's ids) */
+/* encoder_files.c: a Hugging Face tokenizer directory (vocab.txt, or sentencepiece.bpe.model with fairseq's ids) */
 extern void ReadTokenizerDirectory(const char *dir, char **model, Size *len, char **vocab, Size *vlen);
 
 /* The model id of each token of an encoding, as Marian's tokenizer maps pieces. */

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for the restricted pickle machine
- * (src/core/torch_pickle.c) alone, outside the server: the input is a
+ * (src/core/torch_pickle_*.c) alone, outside the server: the input is a
  * pickle (a checkpoint's data.pkl); make fuzz-torch-pickle.  Whatever is
  * accepted must hold: every tensor within its storage, at most 8
  * dimensions, nbytes = numel * element size, storages keyed and of a

@@ -1,13 +1,13 @@
 /*
  * libFuzzer harness for the PyTorch checkpoint reader (src/core/torch_zip.c,
- * src/core/torch_pickle.c), outside the server: the input is a whole file
- * (a ZIP archive, a legacy stream, anything), read through a callback as
- * the server reads a file; make fuzz-torch-zip.  Built with
- * FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, so that data.pkl's CRC-32 is
- * not checked and mutations reach the pickle.  Whatever is accepted must
- * hold: every entry, storage and tensor lies within the file, each tensor
- * within its storage, with at most 8 dimensions and nbytes = numel *
- * element size; abort() otherwise.
+ * src/core/torch_checkpoint.c, src/core/torch_pickle_*.c), outside the
+ * server: the input is a whole file (a ZIP archive, a legacy stream,
+ * anything), read through a callback as the server reads a file; make
+ * fuzz-torch-zip.  Built with FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, so
+ * that data.pkl's CRC-32 is not checked and mutations reach the pickle.
+ * Whatever is accepted must hold: every entry, storage and tensor lies
+ * within the file, each tensor within its storage, with at most 8
+ * dimensions and nbytes = numel * element size; abort() otherwise.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /*
  * test_torch.c
  *		Unit tests of the PyTorch checkpoint reader (src/core/torch_zip.c,
- *		src/core/torch_pickle.c), outside the server (make unittest):
+ *		src/core/torch_checkpoint.c, src/core/torch_pickle_*.c), outside the
+ *		server (make unittest):
  *
  *	- files torch.save wrote (test/fixtures/torch, tools/gen_torch_fixtures.py):
  *	  every tensor's name, dtype, shape and the CRC-32 of its bytes in the

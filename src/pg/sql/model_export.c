@@ -1,7 +1,7 @@
 /*
  * model_export.c
  *		export_model(): a model's files written back into a server
- *		directory, byte for byte as imported (model_files.c reads them).
+ *		directory, byte for byte as imported (model_import.c reads them).
  */
 #include "postgres.h"
 

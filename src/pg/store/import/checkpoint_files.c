@@ -318,7 +318,7 @@ read_at(void *ctx, uint64_t offset, void *buf, size_t len)
 /*
  * The tensors of a pytorch_model.bin, located with the core's reader: the
  * pickle runs in a restricted unpickler that knows only what a state dict
- * needs (torch_pickle.c), so no code of the file is ever executed.
+ * needs (torch_pickle_globals.c), so no code of the file is ever executed.
  * Names that alias an earlier tensor's bytes (tied weights) are marked.
  */
 static void

@@ -9,7 +9,7 @@
  *		  the target language's is forced as the first generated token
  *		  (forced_bos_token_id);
  *		- M2M100 (M2M100Tokenizer): as NLLB, with tokens __de__ for code de.
- *		A model's languages column holds them (see model_files.c); this file
+ *		A model's languages column holds them (see language_tokens.c); this file
  *		checks it, loads it and resolves a call's source_lang and
  *		target_lang (sql_document.c lists them: model_languages()).
  */
