@@ -320,13 +320,19 @@ sanitize-server:
 # Mutation testing: deliberate bugs (test/mutation/mutants.txt), each caught by a test (needs root or postgres' rights to run a private server)
 # two shards at once, one per core, each with its own tree and private server
 mutation:
-	@$(PYTHON) test/mutation/run.py --shard 1/2 > test/mutation/shard1.log 2>&1 & pid=$$!; \
-	$(PYTHON) test/mutation/run.py --shard 2/2 > test/mutation/shard2.log 2>&1; r2=$$?; \
+	@$(PYTHON) test/mutation/run.py --shard 1/2 --record test/mutation/shard1.times > test/mutation/shard1.log 2>&1 & pid=$$!; \
+	$(PYTHON) test/mutation/run.py --shard 2/2 --record test/mutation/shard2.times > test/mutation/shard2.log 2>&1; r2=$$?; \
 	wait $$pid; r1=$$?; \
 	grep -h -v '^  unmutated\|^      ' test/mutation/shard1.log test/mutation/shard2.log; \
 	grep -h '^NOT CAUGHT' test/mutation/shard1.log test/mutation/shard2.log; \
 	test $$r1 -eq 0 && test $$r2 -eq 0
 .PHONY: mutation
+
+# After make mutation on a quiet machine: its times become the shards' weights (test/mutation/times.txt)
+mutation-times:
+	{ echo "# seconds per mutant and per test's unmutated run, from make mutation (make mutation-times)"; \
+	  cat test/mutation/shard1.times test/mutation/shard2.times | sort; } > test/mutation/times.txt
+.PHONY: mutation-times
 
 # Regenerate the fixtures: PyTorch (python3-torch) and SentencePiece
 # (python3-sentencepiece, ../shared/data)

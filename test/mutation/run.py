@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,6 +41,8 @@ CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", 
             "src/core/online_softmax.c", "src/core/weight_file.c", "src/core/model.c",
             "src/core/search.c", "src/core/logits.c", "src/core/metrics.c", "src/core/tokenize_13a.c", "src/core/spm_model.c",
             "src/core/protobuf.c"]
+# pgTAP files that commit, create roles outside a transaction or run shell commands: run to their end
+TAP_RUN_WHOLE = {"11_large_files", "24_jobs", "30_jobs_trust"}
 SLOW_FACTOR, SLOW_EXTRA = 2.0, 6.0       # a test past twice its time + 6 s has caught a mutant
 
 
@@ -211,8 +214,18 @@ class Suite:
         if kind == "regress":
             return ["make", "-s", "installcheck", "REGRESS=" + name]
         if kind == "tap":
-            return ["pg_prove", "-d", "mutation_tap", f"test/pgtap/{name}.sql"]
+            # psql as pg_prove runs it, its lines unbuffered: the first "not ok" can end the run
+            # (pg_prove's Perl holds its output back); tap_verdict() judges as pg_prove does
+            return ["stdbuf", "-oL", "psql", "-X", "--no-align", "--quiet", "--pset", "pager=off",
+                    "--pset", "tuples_only=true", "--set", "ON_ERROR_STOP=1", "-d", "mutation_tap",
+                    "-f", f"test/pgtap/{name}.sql"]
         sys.exit(f"unknown test {test}")
+
+    def terminate_backends(self):
+        """The backends of a pgTAP file stopped early: gone (its transaction rolled back) before the next test."""
+        sql = ("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+               "WHERE datname = 'mutation_tap' AND pid <> pg_backend_pid()")
+        run(["psql", "-X", "-q", "-d", "postgres", "-c", sql], env=self.server.env, check=False)
 
     def prepare(self):
         env = self.server.env
@@ -232,15 +245,38 @@ class Suite:
         proc = subprocess.Popen(self.command(test), cwd=self.tree, env=self.server.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=limit)
-            p = subprocess.CompletedProcess(proc.args, proc.returncode, out)
-        except subprocess.TimeoutExpired:
+        # A pgTAP file in one transaction ends at its first failed check: the mutant is
+        # caught, and the rest of the file would only take time (a whole file ran for each
+        # mutant).  The files that commit, or leave the database, run to their end.
+        lines, failed = [], threading.Event()
+        stop_early = test.startswith("tap:") and test[4:] not in TAP_RUN_WHOLE
+
+        def reader():
+            for line in proc.stdout:
+                lines.append(line)
+                if stop_early and line.startswith("not ok"):
+                    failed.set()
+            failed.set()
+
+        th = threading.Thread(target=reader, daemon=True)
+        th.start()
+        timed_out = not failed.wait(timeout=limit)
+        if stop_early and not timed_out and proc.poll() is None and any(l.startswith("not ok") for l in lines):
+            # the first failure of a file that keeps nothing: stop it, and its backends
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self.terminate_backends()
+            return False, time.time() - t0, "".join(lines[-12:]) + "\n(stopped at its first failure)"
+        if not timed_out:
+            th.join()
+            proc.wait()
+            p = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines))
+        else:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            proc.communicate()
+            proc.wait()
             # a mutant without interrupt checks cannot be cancelled: restart
             self.server.stop("immediate")
             self.server.start()
@@ -248,6 +284,8 @@ class Suite:
             return False, time.time() - t0, f"ran past {limit:.0f} s (unmutated: {self.baseline[test]:.1f} s)"
         dt = time.time() - t0
         out = p.stdout
+        if test.startswith("tap:") and p.returncode == 0 and not tap_verdict(out):
+            p.returncode = 1
         if test.startswith("regress:") and p.returncode != 0:
             diffs = os.path.join(self.tree, "regression.diffs")
             if os.path.exists(diffs):
@@ -257,6 +295,28 @@ class Suite:
             # the failed checks, not the last ones
             lines = [l for l in lines if l.startswith("FAIL")][:2] + lines[-1:]
         return p.returncode == 0, dt, "\n".join(lines[-12:])
+
+
+TIMES = os.path.join(REPO, "test", "mutation", "times.txt")
+DEFAULT_SECONDS = 12.0          # a mutant or test the last run did not time
+
+
+def read_times():
+    """test/mutation/times.txt: "NAME SECONDS" per mutant and per test (its unmutated run), from make mutation-times."""
+    times = {}
+    if os.path.exists(TIMES):
+        for line in open(TIMES):
+            parts = line.split()
+            if len(parts) == 2 and not line.startswith("#"):
+                times[parts[0]] = float(parts[1])
+    return times
+
+
+def tap_verdict(out):
+    """A TAP stream passes as pg_prove judges it: a plan, as many checks as planned, none "not ok"."""
+    plan = re.search(r"^1\.\.(\d+)\s*$", out, re.M)
+    checks = re.findall(r"^(not ok|ok)\b", out, re.M)
+    return plan is not None and len(checks) == int(plan.group(1)) and "not ok" not in checks
 
 
 # ---------------------------------------------------------------- the tree
@@ -312,6 +372,8 @@ def main():
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--record", default=None,
+                    help="write each mutant's and each test's seconds to this file (times.txt's format)")
     ap.add_argument("--shard", default=None,
                     help="K/N: only the mutants whose first named test falls to shard K of N (tests dealt out "
                          "by how many mutants name them first), each shard its own tree and server")
@@ -322,13 +384,23 @@ def main():
         k, n = (int(x) for x in args.shard.split("/"))
         if not 1 <= k <= n:
             sys.exit(f"--shard {args.shard}: K must be 1 to N")
-        firsts = {}
+        # the mutants by their first test (a shard runs each test's unmutated baseline once),
+        # each group weighed by the times of the last full run (test/mutation/times.txt), the
+        # heaviest first to the lightest shard: the shards end together
+        times = read_times()
+        groups = {}
         for m in mutants:
-            firsts[m["tests"][0]] = firsts.get(m["tests"][0], 0) + 1
-        # dealt in turn from the most named down, so the shards take alike shares of the work
-        order = sorted(firsts, key=lambda t: (-firsts[t], t))
-        mine = {t for i, t in enumerate(order) if i % n == k - 1}
+            t = m["tests"][0]
+            groups[t] = groups.get(t, times.get(t, DEFAULT_SECONDS)) + times.get(m["name"], DEFAULT_SECONDS)
+        load = [0.0] * n
+        mine = set()
+        for t in sorted(groups, key=lambda t: (-groups[t], t)):
+            i = min(range(n), key=lambda i: (load[i], i))
+            load[i] += groups[t]
+            if i == k - 1:
+                mine.add(t)
         mutants = [m for m in mutants if m["tests"][0] in mine]
+        log(f"shard {k}/{n}: {len(mutants)} mutants, about {load[k - 1]:.0f} s by the last run's times")
     if args.only:
         want = args.only.split(",")
         unknown = set(want) - {m["name"] for m in mutants}
@@ -441,6 +513,12 @@ def main():
     finally:
         server.stop("immediate")
 
+    if args.record:
+        with open(args.record, "w") as f:
+            for t, dt in sorted(suite.baseline.items()):
+                f.write(f"{t} {dt:.1f}\n")
+            for m, status, caught, dt in results:
+                f.write(f"{m['name']} {dt:.1f}\n")
     log("\n| mutant | file | caught by | seconds |\n|---|---|---|---|")
     for m, status, caught, dt in results:
         by = ", ".join(caught) if caught else f"**{status}**"
