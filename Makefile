@@ -183,7 +183,7 @@ TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing te
 	test/unit/test_special_tokens
 # one unit test alone, for make mutation: make unittest-placement
 unittest-%: test/unit/test_%
-	test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
+	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
 unittest: test/unit/test_core test/unit/test_torch $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt
@@ -209,7 +209,7 @@ prove:
 	dropdb --force --if-exists $(PROVE_DB)
 	createdb -E UTF8 -T template0 $(PROVE_DB)
 	psql -X -q -d $(PROVE_DB) -c 'CREATE EXTENSION pgtap'
-	pg_prove -d $(PROVE_DB) test/pgtap/*.sql
+	pg_prove -d $(PROVE_DB) $(or $(PROVE_FILES),test/pgtap/*.sql)
 
 # 20 s of the soak (bench/soak.sh runs 5 minutes by default; needs a server)
 soak:
@@ -296,19 +296,25 @@ check-calls: all
 	$(PYTHON) tools/check_call_graph.py src
 .PHONY: check-calls
 
-# Everything the README's test command runs: the layout checks, core, pg_regress, pgTAP, the manual's examples, concurrency, jobs, browser
-test: check-core check-cycles check-calls unittest pathological sanitize installcheck prove readme-check doctest encodings limits concurrency soak weight-cache dump crash jobs browser mutation citus
+# Everything the README's test command runs, in two lanes at once (test/run_all.py): the layout checks,
+# the C unit tests, sanitizers and fuzzers, the tests without ../shared (lane 1); pg_regress, pgTAP, the
+# manual's examples, limits, concurrency, soak, dump, crash, browser, jobs, Citus (lane 2); then the
+# mutants, both lanes taking them from one queue.  Each step's log in test/logs/, a table of times at the end.
+test: all
+	$(PYTHON) test/run_all.py --without-shared
+.PHONY: test
 
 # The tests that read ../shared/data, on a clone with nothing beside it: ../shared hidden under an
 # empty tmpfs in a mount namespace of their own, with a throwaway server inside it (root; CI runs it)
+# Only what reads ../shared can change without it (test/without_shared.sh)
 test-without-shared:
 	@if [ ! -d ../shared ]; then \
-	  pg_virtualenv -t $(MAKE) -s prove jobs; \
+	  pg_virtualenv -t test/without_shared.sh; \
 	elif unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared' 2>/dev/null; then \
-	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t $(MAKE) -s prove jobs'; \
+	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t test/without_shared.sh'; \
 	else \
 	  echo "test-without-shared: no mount namespace here (not root, or not allowed): ../shared stays visible"; \
-	  pg_virtualenv -t $(MAKE) -s prove jobs; \
+	  pg_virtualenv -t test/without_shared.sh; \
 	fi
 .PHONY: test-without-shared
 
@@ -318,10 +324,11 @@ sanitize-server:
 .PHONY: sanitize-server
 
 # Mutation testing: deliberate bugs (test/mutation/mutants.txt), each caught by a test (needs root or postgres' rights to run a private server)
-# two shards at once, one per core, each with its own tree and private server
+# two runners at once, one per core, each with its own tree and private server, taking groups of mutants from one queue
 mutation:
-	@$(PYTHON) test/mutation/run.py --shard 1/2 --record test/mutation/shard1.times > test/mutation/shard1.log 2>&1 & pid=$$!; \
-	$(PYTHON) test/mutation/run.py --shard 2/2 --record test/mutation/shard2.times > test/mutation/shard2.log 2>&1; r2=$$?; \
+	@rm -rf test/mutation/queue; \
+	$(PYTHON) test/mutation/run.py --queue test/mutation/queue --record test/mutation/shard1.times > test/mutation/shard1.log 2>&1 & pid=$$!; \
+	$(PYTHON) test/mutation/run.py --queue test/mutation/queue --record test/mutation/shard2.times > test/mutation/shard2.log 2>&1; r2=$$?; \
 	wait $$pid; r1=$$?; \
 	grep -h -v '^  unmutated\|^      ' test/mutation/shard1.log test/mutation/shard2.log; \
 	grep -h '^NOT CAUGHT' test/mutation/shard1.log test/mutation/shard2.log; \

@@ -312,6 +312,27 @@ def read_times():
     return times
 
 
+def claimed_groups(mutants, queue):
+    """The mutants by their first test, heaviest first by the last run's times, each group
+    claimed by one of the runners that share the directory queue (a file made exclusively):
+    runners that start at different times still end together."""
+    times = read_times()
+    groups = {}
+    for m in mutants:
+        groups.setdefault(m["tests"][0], []).append(m)
+
+    def weight(t):
+        return times.get(t, DEFAULT_SECONDS) + sum(times.get(m["name"], DEFAULT_SECONDS) for m in groups[t])
+
+    os.makedirs(queue, exist_ok=True)
+    for k, t in enumerate(sorted(groups, key=lambda t: (-weight(t), t))):
+        try:
+            os.close(os.open(os.path.join(queue, f"{k:04d}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        yield groups[t]
+
+
 def tap_verdict(out):
     """A TAP stream passes as pg_prove judges it: a plan, as many checks as planned, none "not ok"."""
     plan = re.search(r"^1\.\.(\d+)\s*$", out, re.M)
@@ -372,6 +393,8 @@ def main():
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--queue", default=None,
+                    help="a directory shared by several runners: each takes the next group of mutants left")
     ap.add_argument("--record", default=None,
                     help="write each mutant's and each test's seconds to this file (times.txt's format)")
     ap.add_argument("--shard", default=None,
@@ -437,79 +460,82 @@ def main():
     results = []
     try:
         suite.prepare()
-        # the tests named by mutants must pass unmutated (and give the time limits)
-        named = []
-        for m in mutants:
-            named += [t for t in m["tests"] if t not in named]
-        if args.full:
-            named = suite.all_tests()
-        for t in named:
-            ok, dt, out = suite.run(t)
-            if not ok:
-                sys.exit(f"{t} fails on the unmutated build:\n{out}")
-            suite.baseline[t] = dt
-            log(f"  unmutated: {t} passes ({dt:.1f} s)")
+        i = 0
+        for batch in (claimed_groups(mutants, args.queue) if args.queue else [mutants]):
+            # the tests named by mutants must pass unmutated (and give the time limits)
+            named = []
+            for m in batch:
+                named += [t for t in m["tests"] if t not in named and t not in suite.baseline]
+            if args.full:
+                named = [t for t in suite.all_tests() if t not in suite.baseline]
+            for t in named:
+                ok, dt, out = suite.run(t)
+                if not ok:
+                    sys.exit(f"{t} fails on the unmutated build:\n{out}")
+                suite.baseline[t] = dt
+                log(f"  unmutated: {t} passes ({dt:.1f} s)")
 
-        for i, m in enumerate(mutants, 1):
-            t0 = time.time()
-            path = os.path.join(tree, m["file"])
-            orig = open(path, encoding="utf-8").read()
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(orig.replace(m["find"], m["replace"], 1))
-            touch_includers(tree, m["file"])
-            unit_needed = m["file"] in CORE_SRC
-            built = set()
-            try:
-                order = list(m["tests"])
-                rest = [t for t in suite.all_tests() if t not in order]
-                if not unit_needed:
-                    rest = [t for t in rest if t != "unit"]
-                caught = []
-                err = None
-                for t in order + rest:
-                    # built when first needed: a mutant caught by the unit tests needs no server build
-                    what = "unit" if t == "unit" else "so"
-                    if what not in built:
-                        err = build(tree, what)
-                        if err:
-                            break
-                        built.add(what)
-                        if what == "so":
-                            shutil.copy2(so, os.path.join(server.pkglib, "transformer.so"))
-                            server.clear_weight_files()
-                            if m["file"].startswith("sql/"):
-                                # a mutated install script: the built one replaces the installed one
-                                ext = os.path.join(server.root + pg_config("sharedir"), "extension")
-                                for f in os.listdir(os.path.join(tree, "sql")):
-                                    if f.startswith("transformer--") and f.endswith(".sql"):
-                                        shutil.copy2(os.path.join(tree, "sql", f), ext)
-                    ok, dt, out = suite.run(t)
-                    if not ok:
-                        caught.append(t)
-                        first = out.strip().split("\n")
-                        log(f"      {t} fails ({dt:.1f} s): " + " | ".join(first[-3:])[:300])
-                        if not args.full:
-                            break
-                if err:
-                    results.append((m, "BUILD FAILED", [], time.time() - t0))
-                    log(f"[{i}/{len(mutants)}] {m['name']}: does not build\n{err[-2000:]}")
-                    continue
-                status = "caught" if caught else "SURVIVED"
-                results.append((m, status, caught, time.time() - t0))
-                log(f"[{i}/{len(mutants)}] {m['name']}: {status}"
-                    + (f" by {', '.join(caught)}" if caught else "") + f" ({time.time() - t0:.0f} s)")
-            finally:
+            for m in batch:
+                i += 1
+                t0 = time.time()
+                path = os.path.join(tree, m["file"])
+                orig = open(path, encoding="utf-8").read()
                 with open(path, "w", encoding="utf-8") as f:
-                    f.write(orig)
-                os.utime(path)
+                    f.write(orig.replace(m["find"], m["replace"], 1))
                 touch_includers(tree, m["file"])
-                if m["file"].startswith("sql/"):
-                    # the unmutated install script back in place for the next mutant
-                    build(tree, "so")
-                    ext = os.path.join(server.root + pg_config("sharedir"), "extension")
-                    for f in os.listdir(os.path.join(tree, "sql")):
-                        if f.startswith("transformer--") and f.endswith(".sql"):
-                            shutil.copy2(os.path.join(tree, "sql", f), ext)
+                unit_needed = m["file"] in CORE_SRC
+                built = set()
+                try:
+                    order = list(m["tests"])
+                    rest = [t for t in suite.all_tests() if t not in order]
+                    if not unit_needed:
+                        rest = [t for t in rest if t != "unit"]
+                    caught = []
+                    err = None
+                    for t in order + rest:
+                        # built when first needed: a mutant caught by the unit tests needs no server build
+                        what = "unit" if t == "unit" else "so"
+                        if what not in built:
+                            err = build(tree, what)
+                            if err:
+                                break
+                            built.add(what)
+                            if what == "so":
+                                shutil.copy2(so, os.path.join(server.pkglib, "transformer.so"))
+                                server.clear_weight_files()
+                                if m["file"].startswith("sql/"):
+                                    # a mutated install script: the built one replaces the installed one
+                                    ext = os.path.join(server.root + pg_config("sharedir"), "extension")
+                                    for f in os.listdir(os.path.join(tree, "sql")):
+                                        if f.startswith("transformer--") and f.endswith(".sql"):
+                                            shutil.copy2(os.path.join(tree, "sql", f), ext)
+                        ok, dt, out = suite.run(t)
+                        if not ok:
+                            caught.append(t)
+                            first = out.strip().split("\n")
+                            log(f"      {t} fails ({dt:.1f} s): " + " | ".join(first[-3:])[:300])
+                            if not args.full:
+                                break
+                    if err:
+                        results.append((m, "BUILD FAILED", [], time.time() - t0))
+                        log(f"[{i}] {m['name']}: does not build\n{err[-2000:]}")
+                        continue
+                    status = "caught" if caught else "SURVIVED"
+                    results.append((m, status, caught, time.time() - t0))
+                    log(f"[{i}] {m['name']}: {status}"
+                        + (f" by {', '.join(caught)}" if caught else "") + f" ({time.time() - t0:.0f} s)")
+                finally:
+                    with open(path, "w", encoding="utf-8") as f:
+                        f.write(orig)
+                    os.utime(path)
+                    touch_includers(tree, m["file"])
+                    if m["file"].startswith("sql/"):
+                        # the unmutated install script back in place for the next mutant
+                        build(tree, "so")
+                        ext = os.path.join(server.root + pg_config("sharedir"), "extension")
+                        for f in os.listdir(os.path.join(tree, "sql")):
+                            if f.startswith("transformer--") and f.endswith(".sql"):
+                                shutil.copy2(os.path.join(tree, "sql", f), ext)
     finally:
         server.stop("immediate")
 
