@@ -151,6 +151,9 @@ test/unit/obj/%.o: src/core/%.c src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -c -o $@ $<
 test/unit/test_core: test/unit/test_core.c $(UNIT_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_core.c $(UNIT_OBJS) -lopenblas -lm
+# transformer.cpu_kernels: every kernel family held to each level this CPU has
+test/unit/test_cpu_kernels: test/unit/test_cpu_kernels.c $(UNIT_OBJS) src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_cpu_kernels.c $(UNIT_OBJS) -lopenblas -lm
 
 # The PyTorch checkpoint reader on torch.save's files and on hostile ones (tools/gen_torch_fixtures.py)
 TORCH_SRC = src/core/torch_zip.c $(TORCH_PICKLE_SRC) src/core/safetensors.c src/core/spm_model.c src/core/protobuf.c
@@ -185,8 +188,10 @@ TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing te
 unittest-%: test/unit/test_%
 	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
-unittest: test/unit/test_core test/unit/test_torch $(TEXT_UNITS)
+unittest: test/unit/test_core test/unit/test_cpu_kernels test/unit/test_torch $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt
+	test/unit/test_cpu_kernels > test/unit/test_cpu_kernels.log 2>&1 || { grep -v '^ok' test/unit/test_cpu_kernels.log; exit 1; }
+	@echo "test/unit/test_cpu_kernels: $$(grep -c '^ok' test/unit/test_cpu_kernels.log) passed"
 	test/unit/test_torch test/fixtures/torch
 	for t in $(TEXT_UNITS); do \
 	  TF_PATHOLOGICAL_MB=2 $$t > $$t.log 2>&1 || { grep -v '^ok' $$t.log; exit 1; }; \
@@ -375,7 +380,7 @@ bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
+EXTRA_CLEAN = test/unit/test_core test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
 EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
 

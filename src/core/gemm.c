@@ -573,22 +573,40 @@ pick_kernels(void)
 #endif
 }
 
+int
+tf_cpu_level(int level)
+{
+	int			best = cpu_has_v4() ? 2 : cpu_has_v3() ? 1 : 0;
+
+	if (level < 0)
+		return best;
+	return level <= best ? level : -1;
+}
+
 const char *
 tf_gemm_kernels(int level)
 {
-	tf_int8_kernels(level);
-	if (level < 0)
-		pick_kernels();
-#ifdef TF_X86
-	else if (level == 2 && cpu_has_v4())
-		PICK(v4);
-	else if (level == 1 && cpu_has_v3())
-		PICK(v3);
-#endif
-	else if (level == 0)
-		PICK(base);
-	else
+	int			lv = tf_cpu_level(level);
+
+	if (lv < 0)
 		return NULL;
+	tf_int8_kernels(lv);
+#ifdef TF_X86
+	if (lv == 2)
+		PICK(v4);
+	else if (lv == 1)
+		PICK(v3);
+	else
+#endif
+		PICK(base);
+	return tf_gemm_kernels_in_effect();
+}
+
+const char *
+tf_gemm_kernels_in_effect(void)
+{
+	if (gemm_nn == NULL)
+		pick_kernels();
 #ifdef TF_X86
 	if (linear_fns[TF_F32] == linear_v4_f32)
 		return "avx512";

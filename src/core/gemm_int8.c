@@ -512,6 +512,14 @@ tf_int8_kernels(int level)
 	return int8_name;
 }
 
+const char *
+tf_int8_kernels_in_effect(void)
+{
+	if (int8_block == NULL)
+		tf_int8_kernels(-1);
+	return int8_name;
+}
+
 typedef struct Int8Job
 {
 	size_t		m,

@@ -1,7 +1,8 @@
 /*
  * tensor_ops.c
- *		Dense float32 kernels: matmul (OpenBLAS), softmax, layer norm,
- *		activations.  No postgres.h: see tensor_ops.h.
+ *		Dense float32 kernels: softmax, layer norm, activations; the choice
+ *		of every kernel family (tf_cpu_kernels) and of OpenBLAS's kernels.
+ *		No postgres.h: see tensor_ops.h.
  */
 #include "tensor_ops.h"
 
@@ -13,43 +14,85 @@
 #include <strings.h>
 
 /*
- * Debian's OpenBLAS is a DYNAMIC_ARCH build: at load it picks kernels by CPU
- * model, and a model newer than the library falls back to the generic SSE3
- * "Prescott" kernels, several times slower.  In that case, and unless the
- * user chose with OPENBLAS_CORETYPE, we choose by CPU features and let
- * OpenBLAS initialise again.  Weak symbols: other builds simply keep theirs.
+ * OpenBLAS.  Debian's is a DYNAMIC_ARCH build: at load it picks kernels by
+ * CPU model (its "core"), and a model newer than the library falls back to
+ * the generic SSE3 "Prescott" kernels, several times slower.  In that case,
+ * and unless the user chose with OPENBLAS_CORETYPE, we choose by CPU
+ * features.  An explicit transformer.cpu_kernels level holds OpenBLAS to a
+ * core of that level too: the library's own choice if it is one, else
+ * SkylakeX (avx512), Haswell (avx2) or Prescott (portable); it overrides
+ * OPENBLAS_CORETYPE.
+ *
+ * The core is changed by setting OPENBLAS_CORETYPE and initialising the
+ * library's dispatch again (gotoblas_dynamic_quit, which only forgets the
+ * table of kernels, then gotoblas_dynamic_init, which reads the variable).
+ * That is safe while no BLAS call is under way in the process: OpenBLAS's
+ * threads and ours run a product only within one call from the thread that
+ * changes it.  Weak symbols: other builds simply keep theirs.
  */
 extern char *openblas_get_corename(void);
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
-const char *
-tf_blas_init(void)
+/* the library's own choice, before we changed anything, and the user's OPENBLAS_CORETYPE */
+static char blas_own[32];
+static bool blas_user_chose;
+
+/* the level of an OpenBLAS core's kernels: 2 AVX-512, 1 AVX2, 0 SSE3; -1 another */
+static int
+blas_core_level(const char *core)
 {
+	static const struct
+	{
+		const char *name;
+		int			level;
+	}			cores[] = {
+		{"SkylakeX", 2}, {"Cooperlake", 2}, {"SapphireRapids", 2},
+		{"Haswell", 1}, {"Zen", 1},
+		{"Prescott", 0}
+	};
+
+	for (size_t i = 0; core && i < sizeof(cores) / sizeof(cores[0]); i++)
+		if (strcasecmp(core, cores[i].name) == 0)
+			return cores[i].level;
+	return -1;
+}
+
+/* Hold OpenBLAS to level (-1: its own choice, mended); returns its core's name. */
+static const char *
+blas_core(int level)
+{
+	static const char *const by_level[] = {"Prescott", "Haswell", "SkylakeX"};
 	const char *core = openblas_get_corename();
-	const char *want = NULL;
+	const char *want;
 
-	if (getenv("OPENBLAS_CORETYPE") != NULL ||
-		gotoblas_dynamic_init == NULL || gotoblas_dynamic_quit == NULL ||
-		core == NULL || strcasecmp(core, "prescott") != 0)
+	if (gotoblas_dynamic_init == NULL || gotoblas_dynamic_quit == NULL || core == NULL)
 		return core;
+	if (blas_own[0] == '\0')
+	{
+		strncpy(blas_own, core, sizeof(blas_own) - 1);
+		blas_user_chose = getenv("OPENBLAS_CORETYPE") != NULL;
+	}
 
-#if defined(__x86_64__) && defined(__GNUC__)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-		__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-		__builtin_cpu_supports("avx512vl"))
-		want = "SkylakeX";
-	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		want = "Haswell";
-#endif
-	if (want == NULL)
+	if (level >= 0)
+		want = blas_core_level(blas_own) == level ? blas_own : by_level[level];
+	else if (blas_user_chose || strcasecmp(blas_own, "prescott") != 0)
+		want = blas_own;
+	else
+		want = by_level[tf_cpu_level(-1)];	/* the library does not know this CPU */
+
+	if (strcasecmp(core, want) == 0)
 		return core;
-
-	setenv("OPENBLAS_CORETYPE", want, 0);
+	setenv("OPENBLAS_CORETYPE", want, 1);
 	gotoblas_dynamic_quit();
 	gotoblas_dynamic_init();
 	return openblas_get_corename();
+}
+
+const char *
+tf_blas_init(void)
+{
+	return blas_core(-1);
 }
 
 void
@@ -64,7 +107,7 @@ tf_set_blas_threads(int nthreads)
  * polynomial; relative error about 1e-7.  Below -87 it returns exactly 0, so
  * a masked (-inf) score gets a weight of exactly 0.
  */
-static inline float
+static inline __attribute__((always_inline)) float
 exp_fast(float x)
 {
 	/* written so that NaN clamps too: (int32_t) NaN is undefined (found by fuzz_weight_file) */
@@ -88,14 +131,23 @@ exp_fast(float x)
 }
 
 /*
- * Compiled for AVX-512, AVX2 and baseline; the loader picks one (ifunc).
- * GCC only: clang (the fuzzers' and sanitizers' compiler) builds baseline.
+ * The vector kernels below are written once, as always-inline bodies the
+ * compiler vectorizes, and compiled three times: for AVX-512 (avx512f), for
+ * AVX2 and for the baseline (SSE2).  Function pointers, set by
+ * tf_cpu_kernels, choose one copy per family for the whole process: the
+ * choice is made once per setting change, never per element.  Every copy
+ * does the same float operations in the same order (fixed lanes, scalar
+ * tails), but GCC's avx512f implies FMA, so the AVX-512 copies fuse
+ * multiply-adds and may differ from the others in the last bits; the AVX2
+ * and baseline ones agree bitwise.  (These are the copies GCC's
+ * target_clones made before, chosen then once by the loader.)
  */
-#if defined(__GNUC__) && !defined(__clang__)
-#define TF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TF_MULTIVERSION
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TF_X86 1
+#define T_AVX512 __attribute__((target("avx512f")))
+#define T_AVX2 __attribute__((target("avx2")))
 #endif
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 #define SOFTMAX_LANES 16
 #define SOFTMAX_FLUSH 1024
@@ -104,9 +156,8 @@ exp_fast(float x)
  * Indices are size_t: PostgreSQL builds with -fwrapv, under which int index
  * arithmetic may wrap and the compiler will not vectorize these loops.
  */
-TF_MULTIVERSION
-void
-tf_softmax_rows(int rows, int cols, float *x)
+static ALWAYS_INLINE void
+softmax_rows_body(int rows, int cols, float *x)
 {
 	size_t		n = (size_t) cols;
 
@@ -134,6 +185,7 @@ tf_softmax_rows(int rows, int cols, float *x)
 		 * Fixed-width float lanes so the compiler vectorizes; they are
 		 * flushed into the double sum every SOFTMAX_FLUSH entries, so no
 		 * float partial sum adds up more than SOFTMAX_FLUSH / 16 terms.
+		 * The scalar tail after them sums the last n % 16 entries.
 		 */
 		for (j = 0; j + SOFTMAX_LANES <= n; j += SOFTMAX_LANES)
 		{
@@ -168,9 +220,8 @@ tf_softmax_rows(int rows, int cols, float *x)
 }
 
 /* log Σ e^x over n values (-inf ones add nothing); max-subtracted, summed in double. */
-TF_MULTIVERSION
-double
-tf_log_sum_exp_max(int n, const float *x, float max)
+static ALWAYS_INLINE double
+log_sum_exp_max_body(int n, const float *x, float max)
 {
 	float		lanes[SOFTMAX_LANES] = {0};
 	double		sum = 0.0;
@@ -196,23 +247,12 @@ tf_log_sum_exp_max(int n, const float *x, float max)
 	return max + log(sum);
 }
 
-double
-tf_log_sum_exp(int n, const float *x)
-{
-	float		max = -INFINITY;
-
-	for (size_t j = 0; j < (size_t) n; j++)
-		max = x[j] > max ? x[j] : max;
-	return tf_log_sum_exp_max(n, x, max);
-}
-
 #define NORM_LANES 8
 
 /* Mean and variance in double, in lanes the compiler can vectorize. */
-TF_MULTIVERSION
-void
-tf_layer_norm(int rows, int d, float *out, const float *x,
-			  const float *gamma, const float *beta, float eps)
+static ALWAYS_INLINE void
+layer_norm_body(int rows, int d, float *out, const float *x,
+				const float *gamma, const float *beta, float eps)
 {
 	size_t		n = (size_t) d;
 
@@ -262,8 +302,8 @@ tf_layer_norm(int rows, int d, float *out, const float *x,
 	}
 }
 
-void
-tf_relu(size_t n, float *x)
+static ALWAYS_INLINE void
+relu_body(size_t n, float *x)
 {
 	for (size_t i = 0; i < n; i++)
 		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -275,9 +315,8 @@ tf_relu(size_t n, float *x)
  * exp_fast, so that the loop vectorizes: libm's scalar erff took 18% of a
  * BERT pass (bench/README.md).  Within 5e-7 of erff's GELU.
  */
-TF_MULTIVERSION
-void
-tf_gelu(size_t n, float *x)
+static ALWAYS_INLINE void
+gelu_body(size_t n, float *x)
 {
 	for (size_t i = 0; i < n; i++)
 	{
@@ -292,18 +331,16 @@ tf_gelu(size_t n, float *x)
 	}
 }
 
-TF_MULTIVERSION
-void
-tf_silu(size_t n, float *x)
+static ALWAYS_INLINE void
+silu_body(size_t n, float *x)
 {
 	for (size_t i = 0; i < n; i++)
 		x[i] = x[i] / (1.0f + exp_fast(-x[i]));
 }
 
 /* Σ a·b in double, in lanes the compiler can vectorize. */
-TF_MULTIVERSION
-double
-tf_dot(int n, const float *a, const float *b)
+static ALWAYS_INLINE double
+dot_body(int n, const float *a, const float *b)
 {
 	double		lanes[NORM_LANES] = {0};
 	double		sum = 0.0;
@@ -320,9 +357,8 @@ tf_dot(int n, const float *a, const float *b)
 }
 
 /* Whether no value is NaN or infinite: a test of the exponent bits, vectorized. */
-TF_MULTIVERSION
-bool
-tf_all_finite(size_t n, const float *x)
+static ALWAYS_INLINE bool
+all_finite_body(size_t n, const float *x)
 {
 	uint32_t	bad = 0;
 
@@ -334,4 +370,233 @@ tf_all_finite(size_t n, const float *x)
 		bad |= (bits & 0x7f800000u) == 0x7f800000u;
 	}
 	return bad == 0;
+}
+
+/* one copy of every body, compiled for TARGET */
+#define DEFINE_VECTOR_KERNELS(SFX, TARGET)										\
+static TARGET void																\
+softmax_rows_##SFX(int rows, int cols, float *x)								\
+{																				\
+	softmax_rows_body(rows, cols, x);											\
+}																				\
+static TARGET double															\
+log_sum_exp_max_##SFX(int n, const float *x, float max)						\
+{																				\
+	return log_sum_exp_max_body(n, x, max);										\
+}																				\
+static TARGET void																\
+layer_norm_##SFX(int rows, int d, float *out, const float *x,					\
+				 const float *gamma, const float *beta, float eps)				\
+{																				\
+	layer_norm_body(rows, d, out, x, gamma, beta, eps);							\
+}																				\
+static TARGET void																\
+relu_##SFX(size_t n, float *x)													\
+{																				\
+	relu_body(n, x);															\
+}																				\
+static TARGET void																\
+gelu_##SFX(size_t n, float *x)													\
+{																				\
+	gelu_body(n, x);															\
+}																				\
+static TARGET void																\
+silu_##SFX(size_t n, float *x)													\
+{																				\
+	silu_body(n, x);															\
+}																				\
+static TARGET double															\
+dot_##SFX(int n, const float *a, const float *b)								\
+{																				\
+	return dot_body(n, a, b);													\
+}																				\
+static TARGET bool																\
+all_finite_##SFX(size_t n, const float *x)										\
+{																				\
+	return all_finite_body(n, x);												\
+}
+
+DEFINE_VECTOR_KERNELS(base, )
+#ifdef TF_X86
+DEFINE_VECTOR_KERNELS(avx2, T_AVX2)
+DEFINE_VECTOR_KERNELS(avx512, T_AVX512)
+#endif
+
+/* the copies in effect, by family */
+static struct
+{
+	/* softmax */
+	void		(*softmax_rows) (int, int, float *);
+	double		(*log_sum_exp_max) (int, const float *, float);
+	/* norms */
+	void		(*layer_norm) (int, int, float *, const float *, const float *, const float *, float);
+	/* activations */
+	void		(*relu) (size_t, float *);
+	void		(*gelu) (size_t, float *);
+	void		(*silu) (size_t, float *);
+	/* vector */
+	double		(*dot) (int, const float *, const float *);
+	bool		(*all_finite) (size_t, const float *);
+}			vk;
+
+#define PICK_SOFTMAX(SFX) \
+	(vk.softmax_rows = softmax_rows_##SFX, vk.log_sum_exp_max = log_sum_exp_max_##SFX)
+#define PICK_NORMS(SFX) (vk.layer_norm = layer_norm_##SFX)
+#define PICK_ACTIVATIONS(SFX) (vk.relu = relu_##SFX, vk.gelu = gelu_##SFX, vk.silu = silu_##SFX)
+#define PICK_VECTOR(SFX) (vk.dot = dot_##SFX, vk.all_finite = all_finite_##SFX)
+#define PICK_ALL(SFX) (PICK_SOFTMAX(SFX), PICK_NORMS(SFX), PICK_ACTIVATIONS(SFX), PICK_VECTOR(SFX))
+
+/* level: 0..2, one this CPU has */
+static void
+pick_vector_kernels(int level)
+{
+#ifdef TF_X86
+	if (level == 2)
+		PICK_ALL(avx512);
+	else if (level == 1)
+		PICK_ALL(avx2);
+	else
+#endif
+		PICK_ALL(base);
+}
+
+/* before tf_cpu_kernels: the best there is */
+static void
+pick_vector_default(void)
+{
+	pick_vector_kernels(tf_cpu_level(-1));
+}
+
+/* a family's copy in effect, by the address of one of its kernels */
+#ifdef TF_X86
+#define NAME_OF(FN, NAME) \
+	((void *) vk.FN == (void *) NAME##_avx512 ? "avx512" : \
+	 (void *) vk.FN == (void *) NAME##_avx2 ? "avx2" : \
+	 (void *) vk.FN == (void *) NAME##_base ? "portable" : "none")
+#else
+#define NAME_OF(FN, NAME) ((void *) vk.FN == (void *) NAME##_base ? "portable" : "none")
+#endif
+
+const char *
+tf_kernel_family(TfKernelFamily family)
+{
+	if (vk.softmax_rows == NULL)
+		pick_vector_default();
+	switch (family)
+	{
+		case TF_KERNELS_FP32:
+			return tf_gemm_kernels_in_effect();
+		case TF_KERNELS_INT8:
+			return tf_int8_kernels_in_effect();
+		case TF_KERNELS_SOFTMAX:
+			return NAME_OF(softmax_rows, softmax_rows);
+		case TF_KERNELS_NORMS:
+			return NAME_OF(layer_norm, layer_norm);
+		case TF_KERNELS_ACTIVATIONS:
+			return NAME_OF(gelu, gelu);
+		case TF_KERNELS_VECTOR:
+			return NAME_OF(dot, dot);
+	}
+	return "none";
+}
+
+const char *
+tf_kernel_family_name(TfKernelFamily family)
+{
+	static const char *const names[TF_KERNEL_FAMILIES] = {
+		"fp32", "int8", "softmax", "norms", "activations", "vector"
+	};
+
+	return family >= 0 && family < TF_KERNEL_FAMILIES ? names[family] : "?";
+}
+
+const char *
+tf_cpu_kernels(int level)
+{
+	static const char *const names[] = {"portable", "avx2", "avx512"};
+	int			lv = tf_cpu_level(level);
+
+	if (lv < 0)
+		return NULL;
+	tf_gemm_kernels(lv);		/* fp32, and int8 */
+	pick_vector_kernels(lv);
+	blas_core(level);
+	return names[lv];
+}
+
+/* ---- the entry points: one indirect call each, no per-element dispatch */
+
+void
+tf_softmax_rows(int rows, int cols, float *x)
+{
+	if (vk.softmax_rows == NULL)
+		pick_vector_default();
+	vk.softmax_rows(rows, cols, x);
+}
+
+double
+tf_log_sum_exp_max(int n, const float *x, float max)
+{
+	if (vk.log_sum_exp_max == NULL)
+		pick_vector_default();
+	return vk.log_sum_exp_max(n, x, max);
+}
+
+double
+tf_log_sum_exp(int n, const float *x)
+{
+	float		max = -INFINITY;
+
+	for (size_t j = 0; j < (size_t) n; j++)
+		max = x[j] > max ? x[j] : max;
+	return tf_log_sum_exp_max(n, x, max);
+}
+
+void
+tf_layer_norm(int rows, int d, float *out, const float *x,
+			  const float *gamma, const float *beta, float eps)
+{
+	if (vk.layer_norm == NULL)
+		pick_vector_default();
+	vk.layer_norm(rows, d, out, x, gamma, beta, eps);
+}
+
+void
+tf_relu(size_t n, float *x)
+{
+	if (vk.relu == NULL)
+		pick_vector_default();
+	vk.relu(n, x);
+}
+
+void
+tf_gelu(size_t n, float *x)
+{
+	if (vk.gelu == NULL)
+		pick_vector_default();
+	vk.gelu(n, x);
+}
+
+void
+tf_silu(size_t n, float *x)
+{
+	if (vk.silu == NULL)
+		pick_vector_default();
+	vk.silu(n, x);
+}
+
+double
+tf_dot(int n, const float *a, const float *b)
+{
+	if (vk.dot == NULL)
+		pick_vector_default();
+	return vk.dot(n, a, b);
+}
+
+bool
+tf_all_finite(size_t n, const float *x)
+{
+	if (vk.all_finite == NULL)
+		pick_vector_default();
+	return vk.all_finite(n, x);
 }

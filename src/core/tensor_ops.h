@@ -35,6 +35,49 @@ typedef enum TfDType
  */
 const char *tf_blas_init(void);
 
+/*
+ * Levels of kernels (transformer.cpu_kernels): TF_LEVEL_AUTO the best this
+ * CPU has; AVX-512 (avx512f/bw/dq/vl/cd and FMA), AVX2 + FMA, portable
+ * (baseline x86-64, or plain C elsewhere).
+ */
+#define TF_LEVEL_AUTO (-1)
+#define TF_LEVEL_PORTABLE 0
+#define TF_LEVEL_AVX2 1
+#define TF_LEVEL_AVX512 2
+
+/* What level means on this CPU: the best for TF_LEVEL_AUTO, level itself if this CPU has it, else -1. */
+int			tf_cpu_level(int level);
+
+/*
+ * Hold every kernel family to level: fp32 and int8 products (gemm.c,
+ * gemm_int8.c), softmax, norms, activations and the vector helpers (here),
+ * and OpenBLAS's core (see tensor_ops.c).  Returns the level's name
+ * ("avx512", "avx2", "portable"), or NULL, changing nothing, if this CPU
+ * lacks it.  Call it from one thread, while no kernel runs.
+ */
+const char *tf_cpu_kernels(int level);
+
+/* The kernel families, for tf_kernel_family. */
+typedef enum TfKernelFamily
+{
+	TF_KERNELS_FP32,			/* tf_linear (fp32, fp16, bf16), tf_matmul's few rows, tf_dot_rows, tf_sum_rows */
+	TF_KERNELS_INT8,			/* tf_linear on int8 */
+	TF_KERNELS_SOFTMAX,			/* tf_softmax_rows, tf_log_sum_exp */
+	TF_KERNELS_NORMS,			/* tf_layer_norm */
+	TF_KERNELS_ACTIVATIONS,		/* tf_relu, tf_gelu, tf_silu */
+	TF_KERNELS_VECTOR			/* tf_dot, tf_all_finite */
+} TfKernelFamily;
+#define TF_KERNEL_FAMILIES 6
+
+/*
+ * The kernels in effect for a family, read from the function pointers
+ * themselves: "avx512", "avx2", "portable", or for int8 "avx512vnni".
+ */
+const char *tf_kernel_family(TfKernelFamily family);
+
+/* The family's name: "fp32", "int8", "softmax", "norms", "activations", "vector". */
+const char *tf_kernel_family_name(TfKernelFamily family);
+
 /* Set the OpenBLAS thread count (PostgreSQL parallelism is by process). */
 void		tf_set_blas_threads(int nthreads);
 
@@ -132,14 +175,16 @@ void		tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x
  * the level this CPU has.  Returns the name of those chosen.
  */
 const char *tf_int8_kernels(int level);
+const char *tf_int8_kernels_in_effect(void);
 
 /*
- * Choose the kernels of tf_linear and tf_matmul: -1 by CPU features (the
- * default), 2 AVX-512, 1 AVX2 + FMA, 0 portable.  Returns their name, or
- * NULL if this CPU lacks them.  For tests, which run every family the CPU
- * has.
+ * Choose the kernels of tf_linear and tf_matmul, and the int8 ones: -1 by
+ * CPU features (the default), 2 AVX-512, 1 AVX2 + FMA, 0 portable.
+ * Returns their name, or NULL, changing nothing, if this CPU lacks them.
+ * The server calls tf_cpu_kernels, which calls this.
  */
 const char *tf_gemm_kernels(int level);
+const char *tf_gemm_kernels_in_effect(void);
 
 /* out (n) = n values of dtype dt as fp32. */
 void		tf_to_float(size_t n, float *out, const void *w, TfDType dt);

@@ -33,6 +33,43 @@ extern char *transformer_default_model;
 static int	call_threads = 1;
 static int	max_threads = 1;
 
+/*
+ * transformer.cpu_kernels: the level every kernel family is held to
+ * (tf_cpu_kernels), TF_LEVEL_AUTO the best this CPU has
+ */
+static int	cpu_kernels = TF_LEVEL_AUTO;
+
+static const struct config_enum_entry cpu_kernels_options[] = {
+	{"auto", TF_LEVEL_AUTO, false},
+	{"avx512", TF_LEVEL_AVX512, false},
+	{"avx2", TF_LEVEL_AVX2, false},
+	{"portable", TF_LEVEL_PORTABLE, false},
+	{NULL, 0, false}
+};
+
+static bool
+check_cpu_kernels(int *newval, void **extra, GucSource source)
+{
+	if (tf_cpu_level(*newval) >= 0)
+		return true;
+	/* SET fails with 22023 (invalid_parameter_value), as for any value refused */
+	GUC_check_errmsg("this CPU has no %s", *newval == TF_LEVEL_AVX512 ? "AVX-512" : "AVX2");
+	GUC_check_errdetail(*newval == TF_LEVEL_AVX512 ?
+						"transformer.cpu_kernels = avx512 needs avx512f, avx512bw, avx512dq, avx512vl, avx512cd and FMA." :
+						"transformer.cpu_kernels = avx2 needs AVX2 and FMA.");
+	GUC_check_errhint("The best level this CPU has is \"%s\"; \"auto\" chooses it.",
+					  tf_cpu_level(TF_LEVEL_AUTO) == TF_LEVEL_AVX512 ? "avx512" :
+					  tf_cpu_level(TF_LEVEL_AUTO) == TF_LEVEL_AVX2 ? "avx2" : "portable");
+	return false;
+}
+
+static void
+assign_cpu_kernels(int newval, void *extra)
+{
+	/* the check hook let through only levels this CPU has: this cannot fail */
+	(void) tf_cpu_kernels(newval);
+}
+
 /* The SentencePiece core's long loops honour cancel and statement_timeout. */
 static void
 check_interrupts(void)
@@ -95,6 +132,17 @@ _PG_init(void)
 							PGC_USERSET,
 							0,
 							NULL, assign_threads, NULL);
+
+	DefineCustomEnumVariable("transformer.cpu_kernels",
+							 "Holds every kernel family to one level of CPU instructions.",
+							 "auto runs the best this CPU has; avx512, avx2 and portable hold the fp32 and int8 "
+							 "products, softmax, norms, activations and OpenBLAS's core to that level, for "
+							 "comparisons and bug reports.",
+							 &cpu_kernels,
+							 TF_LEVEL_AUTO, cpu_kernels_options,
+							 PGC_SUSET,
+							 0,
+							 check_cpu_kernels, assign_cpu_kernels, NULL);
 
 	DefineCustomStringVariable("transformer.default_model",
 							   "Sets the model that translate(input) uses.",
@@ -168,7 +216,6 @@ _PG_init(void)
 	InitTokenizerCache();
 	InitModelCache();
 	InitDecodeWorkspace();
-	tf_blas_init();
 	apply_threads(call_threads, max_threads);
 
 	/* the first use of the library in a database after a server start: its jobs' supervisor */

@@ -1,0 +1,537 @@
+/*
+ * test_cpu_kernels.c
+ *		transformer.cpu_kernels' core: tf_cpu_kernels(level) holds every
+ *		kernel family to the level (make unittest).
+ *
+ * For each level this CPU has: tf_cpu_kernels names it, every family
+ * reports it (tf_kernel_family reads the function pointers), OpenBLAS runs
+ * a core of that level, and each family's results match a scalar
+ * reference in double within the op's tolerance: softmax, log-sum-exp,
+ * layer norm, ReLU, GELU, SiLU, dot, the finiteness test, fp32 products
+ * (tf_linear, tf_matmul's few rows and sgemm) and int8 products.  The
+ * AVX2 copies of the vector kernels agree with the portable ones bitwise
+ * (the AVX-512 ones fuse multiply-adds), and int8 is bitwise the same in
+ * every family (gemm_int8.c).  A level the CPU lacks changes nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tensor_ops.h"
+
+extern char *openblas_get_corename(void);
+
+static int	passed = 0;
+static int	failed = 0;
+
+static void
+ok(int cond, const char *what, const char *level)
+{
+	printf("%-4s %-9s %s\n", cond ? "ok" : "FAIL", level, what);
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void	   *p = calloc(1, n ? n : 1);
+
+	if (!p)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static float
+frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float) rand() / (float) RAND_MAX;
+}
+
+/* |got - ref| <= atol + rtol · |ref| everywhere; prints the worst */
+static void
+check_close(const char *what, const char *level, const float *got, const double *ref, size_t n,
+			double atol, double rtol)
+{
+	double		worst = 0.0;
+	int			bad = 0;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		double		d = fabs((double) got[i] - ref[i]);
+
+		if (!(d <= atol + rtol * fabs(ref[i])))
+			bad = 1;
+		if (d > worst || isnan(d))
+			worst = d;
+	}
+	printf("%-4s %-9s %-28s n=%-7zu max abs diff %.3g\n", bad ? "FAIL" : "ok", level, what, n, worst);
+	if (bad)
+		failed++;
+	else
+		passed++;
+}
+
+/* shapes that cross the 16 and 8 lanes, the flush every 1024 and the scalar tails */
+static const int widths[] = {1, 3, 8, 15, 16, 17, 33, 512, 1023, 1024, 1040, 2049};
+#define NWIDTHS (sizeof(widths) / sizeof(widths[0]))
+
+static void
+test_softmax(const char *level, float **keep)
+{
+	size_t		total = 0;
+	size_t		at = 0;
+	float	   *all;
+	double	   *ref;
+
+	for (size_t w = 0; w < NWIDTHS; w++)
+		total += (size_t) 3 * widths[w];
+	all = xmalloc(sizeof(float) * total);
+	ref = xmalloc(sizeof(double) * total);
+	srand(7);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		int			n = widths[w];
+		float	   *x = all + at;
+
+		for (int i = 0; i < 3 * n; i++)
+			x[i] = frand(-20.0f, 20.0f);
+		x[0] = -INFINITY;		/* a masked entry */
+		for (int i = 0; i < n; i++)
+			x[2 * n + i] = -INFINITY;	/* a row with every entry masked */
+		for (int r = 0; r < 3; r++)
+		{
+			const float *xr = x + r * n;
+			double		max = -INFINITY,
+						sum = 0.0;
+
+			for (int i = 0; i < n; i++)
+				max = xr[i] > max ? xr[i] : max;
+			for (int i = 0; i < n; i++)
+				sum += max == -INFINITY ? 0.0 : exp((double) xr[i] - max);
+			for (int i = 0; i < n; i++)
+				ref[at + r * n + i] = max == -INFINITY ? 0.0 : exp((double) xr[i] - max) / sum;
+		}
+		tf_softmax_rows(3, n, x);
+		at += (size_t) 3 * n;
+	}
+	check_close("softmax vs double", level, all, ref, total, 1e-7, 1e-6);
+	*keep = all;
+	free(ref);
+}
+
+static void
+test_log_sum_exp(const char *level)
+{
+	float		got[NWIDTHS];
+	double		ref[NWIDTHS];
+
+	srand(8);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		int			n = widths[w];
+		float	   *x = xmalloc(sizeof(float) * n);
+		double		max = -INFINITY,
+					sum = 0.0;
+
+		for (int i = 0; i < n; i++)
+			x[i] = frand(-30.0f, 10.0f);
+		for (int i = 0; i < n; i++)
+			max = x[i] > max ? x[i] : max;
+		for (int i = 0; i < n; i++)
+			sum += exp((double) x[i] - max);
+		ref[w] = max + log(sum);
+		got[w] = (float) tf_log_sum_exp(n, x);
+		free(x);
+	}
+	check_close("log_sum_exp vs double", level, got, ref, NWIDTHS, 1e-6, 1e-6);
+}
+
+static void
+test_layer_norm(const char *level, float **keep)
+{
+	int			rows = 5;
+	size_t		total = 0,
+				at = 0;
+	float	   *all;
+	double	   *ref;
+
+	for (size_t w = 0; w < NWIDTHS; w++)
+		total += (size_t) rows * widths[w];
+	all = xmalloc(sizeof(float) * total);
+	ref = xmalloc(sizeof(double) * total);
+	srand(9);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		int			d = widths[w];
+		float	   *x = xmalloc(sizeof(float) * rows * d);
+		float	   *g = xmalloc(sizeof(float) * d);
+		float	   *b = xmalloc(sizeof(float) * d);
+
+		for (int i = 0; i < rows * d; i++)
+			x[i] = frand(-3.0f, 5.0f);
+		for (int i = 0; i < d; i++)
+		{
+			g[i] = frand(0.5f, 1.5f);
+			b[i] = frand(-0.5f, 0.5f);
+		}
+		for (int r = 0; r < rows; r++)
+		{
+			double		mean = 0.0,
+						var = 0.0;
+
+			for (int i = 0; i < d; i++)
+				mean += x[r * d + i];
+			mean /= d;
+			for (int i = 0; i < d; i++)
+				var += (x[r * d + i] - mean) * (x[r * d + i] - mean);
+			var /= d;
+			for (int i = 0; i < d; i++)
+				ref[at + r * d + i] = (x[r * d + i] - mean) / sqrt(var + 1e-5) * g[i] + b[i];
+		}
+		tf_layer_norm(rows, d, all + at, x, g, b, 1e-5f);
+		free(x);
+		free(g);
+		free(b);
+		at += (size_t) rows * d;
+	}
+	check_close("layer_norm vs double", level, all, ref, total, 1e-5, 1e-5);
+	*keep = all;
+	free(ref);
+}
+
+#define NACT 4099
+
+static void
+test_activations(const char *level, float **keep)
+{
+	float	   *x = xmalloc(sizeof(float) * 3 * NACT);
+	double	   *ref = xmalloc(sizeof(double) * 3 * NACT);
+
+	srand(10);
+	for (int i = 0; i < NACT; i++)
+	{
+		float		v = frand(-12.0f, 12.0f);
+
+		x[i] = x[NACT + i] = x[2 * NACT + i] = v;
+		ref[i] = v > 0.0f ? v : 0.0;
+		ref[NACT + i] = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+		ref[2 * NACT + i] = v / (1.0 + exp(-(double) v));
+	}
+	tf_relu(NACT, x);
+	tf_gelu(NACT, x + NACT);
+	tf_silu(NACT, x + 2 * NACT);
+	check_close("relu vs double", level, x, ref, NACT, 0.0, 0.0);
+	check_close("gelu vs double (erf)", level, x + NACT, ref + NACT, NACT, 1e-6, 1e-6);
+	check_close("silu vs double", level, x + 2 * NACT, ref + 2 * NACT, NACT, 1e-6, 1e-6);
+	*keep = x;
+	free(ref);
+}
+
+static void
+test_vector(const char *level)
+{
+	float		got[NWIDTHS];
+	double		ref[NWIDTHS];
+	int			finite_ok = 1;
+
+	srand(12);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		int			n = widths[w];
+		float	   *a = xmalloc(sizeof(float) * n);
+		float	   *b = xmalloc(sizeof(float) * n);
+		double		s = 0.0;
+
+		for (int i = 0; i < n; i++)
+		{
+			a[i] = frand(-1.0f, 1.0f);
+			b[i] = frand(-1.0f, 1.0f);
+			s += (double) a[i] * b[i];
+		}
+		ref[w] = s;
+		got[w] = (float) tf_dot(n, a, b);
+		/* a NaN or an infinity at the first, the last and a middle place */
+		if (!tf_all_finite(n, a))
+			finite_ok = 0;
+		for (int at = 0; at < 3; at++)
+		{
+			int			i = at == 0 ? 0 : at == 1 ? n - 1 : n / 2;
+			float		keep = a[i];
+
+			a[i] = at == 1 ? INFINITY : NAN;
+			if (tf_all_finite(n, a))
+				finite_ok = 0;
+			a[i] = keep;
+		}
+		free(a);
+		free(b);
+	}
+	check_close("dot vs double", level, got, ref, NWIDTHS, 1e-6, 1e-6);
+	ok(finite_ok, "all_finite finds NaN and infinity anywhere", level);
+}
+
+/* fp32, fp16 products (tf_linear), few rows and sgemm (tf_matmul) against double */
+static void
+test_fp32(const char *level)
+{
+	static const int shapes[][3] = {{1, 70, 33}, {3, 129, 64}, {13, 100, 257}, {40, 64, 96}};
+
+	srand(13);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+	{
+		int			m = shapes[s][0],
+					n = shapes[s][1],
+					k = shapes[s][2];
+		float	   *x = xmalloc(sizeof(float) * m * k);
+		float	   *w = xmalloc(sizeof(float) * n * k);
+		uint16_t   *wh = xmalloc(sizeof(uint16_t) * n * k);
+		float	   *wf = xmalloc(sizeof(float) * n * k);
+		float	   *bias = xmalloc(sizeof(float) * n);
+		void	   *p32 = xmalloc(tf_packed_size(n, k, TF_F32));
+		void	   *p16 = xmalloc(tf_packed_size(n, k, TF_BF16));
+		float	   *y = xmalloc(sizeof(float) * m * n);
+		double	   *ref = xmalloc(sizeof(double) * m * n);
+		double	   *ref16 = xmalloc(sizeof(double) * m * n);
+		double	   *refmm = xmalloc(sizeof(double) * m * n);
+		char		what[64];
+
+		for (int i = 0; i < m * k; i++)
+			x[i] = frand(-1.0f, 1.0f);
+		for (int i = 0; i < n * k; i++)
+		{
+			uint32_t	bits;
+
+			w[i] = frand(-1.0f, 1.0f);
+			memcpy(&bits, &w[i], 4);
+			wh[i] = (uint16_t) (bits >> 16);	/* bf16 by truncation */
+			wf[i] = tf_bf16_to_float(wh[i]);
+		}
+		for (int j = 0; j < n; j++)
+			bias[j] = frand(-1.0f, 1.0f);
+		for (int r = 0; r < m; r++)
+			for (int j = 0; j < n; j++)
+			{
+				double		a = 0.0,
+							h = 0.0;
+
+				for (int p = 0; p < k; p++)
+				{
+					a += (double) x[r * k + p] * w[j * k + p];
+					h += (double) x[r * k + p] * wf[j * k + p];
+				}
+				ref[r * n + j] = a + bias[j];
+				ref16[r * n + j] = h + bias[j];
+				refmm[r * n + j] = 0.5 * a;
+			}
+		tf_pack_panels(n, k, p32, w, TF_F32);
+		tf_pack_panels(n, k, p16, wh, TF_BF16);
+
+		tf_linear(m, n, k, y, x, p32, TF_F32, bias);
+		snprintf(what, sizeof(what), "linear f32 %dx%dx%d", m, n, k);
+		check_close(what, level, y, ref, (size_t) m * n, 1e-5, 1e-5);
+		tf_linear(m, n, k, y, x, p16, TF_BF16, bias);
+		snprintf(what, sizeof(what), "linear bf16 %dx%dx%d", m, n, k);
+		check_close(what, level, y, ref16, (size_t) m * n, 1e-5, 1e-5);
+		/* few rows: gemm.c's kernels; more than TF_SMALL_M: OpenBLAS */
+		tf_matmul(m, n, k, y, n, x, k, w, k, true, 0.5f, 0.0f);
+		snprintf(what, sizeof(what), "matmul %s %dx%dx%d", m > TF_SMALL_M ? "sgemm" : "few", m, n, k);
+		check_close(what, level, y, refmm, (size_t) m * n, 1e-5, 1e-5);
+		free(x);
+		free(w);
+		free(wh);
+		free(wf);
+		free(bias);
+		free(p32);
+		free(p16);
+		free(y);
+		free(ref);
+		free(ref16);
+		free(refmm);
+	}
+}
+
+/* int8 products against double on the same quantized values; the result is kept for the bitwise check */
+static void
+test_int8(const char *level, float **keep)
+{
+	int			m = 9,
+				n = 100,
+				k = 70;
+	float	   *x = xmalloc(sizeof(float) * m * k);
+	float	   *w = xmalloc(sizeof(float) * n * k);
+	int8_t	   *q = xmalloc((size_t) n * k);
+	float	   *sw = xmalloc(sizeof(float) * n);
+	float	   *bias = xmalloc(sizeof(float) * n);
+	void	   *packed = xmalloc(tf_packed_size(n, k, TF_I8));
+	uint8_t    *xq = xmalloc((size_t) k + 4);
+	float	   *y = xmalloc(sizeof(float) * m * n);
+	double	   *ref = xmalloc(sizeof(double) * m * n);
+
+	srand(14);
+	for (int i = 0; i < m * k; i++)
+		x[i] = frand(-2.0f, 3.0f);
+	for (int i = 0; i < n * k; i++)
+		w[i] = frand(-0.5f, 0.5f);
+	for (int j = 0; j < n; j++)
+		bias[j] = frand(-1.0f, 1.0f);
+	tf_quantize_rows(n, k, q, sw, w);
+	tf_pack_int8(n, k, packed, q, sw);
+	for (int r = 0; r < m; r++)
+	{
+		float		sx;
+		int32_t		zx;
+
+		tf_quantize_input(k, xq, &sx, &zx, x + r * k);
+		for (int j = 0; j < n; j++)
+		{
+			double		acc = 0.0;
+
+			for (int p = 0; p < k; p++)
+				acc += ((double) xq[p] - zx) * q[j * k + p];
+			ref[r * n + j] = acc * sx * sw[j] + bias[j];
+		}
+	}
+	tf_linear(m, n, k, y, x, packed, TF_I8, bias);
+	check_close("linear int8 9x100x70", level, y, ref, (size_t) m * n, 1e-5, 1e-5);
+	*keep = y;
+	free(x);
+	free(w);
+	free(q);
+	free(sw);
+	free(bias);
+	free(packed);
+	free(xq);
+	free(ref);
+}
+
+/* every family reports the level; int8's AVX-512 kernels need VNNI besides */
+static void
+check_families(int level, const char *name)
+{
+	char		what[128];
+
+	for (int f = 0; f < TF_KERNEL_FAMILIES; f++)
+	{
+		const char *got = tf_kernel_family(f);
+		int			good = strcmp(got, name) == 0;
+
+		if (f == TF_KERNELS_INT8 && level == TF_LEVEL_AVX512)
+			good = strcmp(got, "avx512vnni") == 0 || strcmp(got, "avx2") == 0;
+		snprintf(what, sizeof(what), "family %s reports %s", tf_kernel_family_name(f), got);
+		ok(good, what, name);
+	}
+}
+
+/* OpenBLAS's core is of the level (its own choice, if of that level) */
+static void
+check_blas(int level, const char *name)
+{
+	static const char *const by_level[3][3] = {
+		{"Prescott", NULL, NULL}, {"Haswell", "Zen", NULL}, {"SkylakeX", "Cooperlake", "SapphireRapids"}
+	};
+	const char *core = openblas_get_corename();
+	int			good = 0;
+	char		what[128];
+
+	for (int i = 0; i < 3; i++)
+		if (by_level[level][i] && strcasecmp(core, by_level[level][i]) == 0)
+			good = 1;
+	snprintf(what, sizeof(what), "OpenBLAS core %s", core);
+	ok(good, what, name);
+}
+
+static int
+same_bits(const float *a, const float *b, size_t n)
+{
+	return memcmp(a, b, sizeof(float) * n) == 0;
+}
+
+int
+main(void)
+{
+	static const char *const names[3] = {"portable", "avx2", "avx512"};
+	const char *blas_auto = tf_blas_init();
+	const char *best;
+	size_t		nsoft = 0,
+				nnorm = 0;
+	float	   *base_soft = NULL,
+			   *base_norm = NULL,
+			   *base_act = NULL,
+			   *base_i8 = NULL;
+
+	tf_set_blas_threads(1);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		nsoft += (size_t) 3 * widths[w];
+		nnorm += (size_t) 5 * widths[w];
+	}
+
+	/* portable first: the others are compared with it too */
+	for (int level = TF_LEVEL_PORTABLE; level <= TF_LEVEL_AVX512; level++)
+	{
+		const char *got = tf_cpu_kernels(level);
+		float	   *soft,
+				   *norm,
+				   *act,
+				   *i8;
+
+		if (tf_cpu_level(level) < 0)
+		{
+			ok(got == NULL, "refused: this CPU lacks it", names[level]);
+			continue;
+		}
+		ok(got != NULL && strcmp(got, names[level]) == 0, "tf_cpu_kernels names the level", names[level]);
+		check_families(level, names[level]);
+		check_blas(level, names[level]);
+		test_softmax(names[level], &soft);
+		test_log_sum_exp(names[level]);
+		test_layer_norm(names[level], &norm);
+		test_activations(names[level], &act);
+		test_vector(names[level]);
+		test_fp32(names[level]);
+		test_int8(names[level], &i8);
+		if (level == TF_LEVEL_PORTABLE)
+		{
+			base_soft = soft;
+			base_norm = norm;
+			base_act = act;
+			base_i8 = i8;
+			continue;
+		}
+		ok(same_bits(i8, base_i8, 9 * 100), "int8 bitwise the same as portable", names[level]);
+		if (level == TF_LEVEL_AVX2)
+		{
+			ok(same_bits(soft, base_soft, nsoft), "softmax bitwise the same as portable", names[level]);
+			ok(same_bits(norm, base_norm, nnorm), "layer_norm bitwise the same as portable", names[level]);
+			ok(same_bits(act, base_act, 3 * NACT), "activations bitwise the same as portable", names[level]);
+		}
+		free(soft);
+		free(norm);
+		free(act);
+		free(i8);
+	}
+
+	/* a level no CPU has changes nothing; auto is the best again, OpenBLAS its own choice */
+	best = tf_cpu_kernels(TF_LEVEL_PORTABLE);
+	ok(tf_cpu_kernels(TF_LEVEL_AVX512 + 1) == NULL && strcmp(tf_kernel_family(TF_KERNELS_SOFTMAX), "portable") == 0 &&
+	   strcmp(tf_kernel_family(TF_KERNELS_FP32), "portable") == 0, "an unknown level changes nothing", best);
+	best = tf_cpu_kernels(TF_LEVEL_AUTO);
+	ok(best != NULL && strcmp(best, names[tf_cpu_level(TF_LEVEL_AUTO)]) == 0, "auto is the best level", best);
+	check_families(tf_cpu_level(TF_LEVEL_AUTO), best);
+	ok(strcmp(openblas_get_corename(), blas_auto) == 0, "auto: OpenBLAS's own choice again", best);
+
+	free(base_soft);
+	free(base_norm);
+	free(base_act);
+	free(base_i8);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
