@@ -314,12 +314,12 @@ test: all
 # Only what reads ../shared can change without it (test/without_shared.sh)
 test-without-shared:
 	@if [ ! -d ../shared ]; then \
-	  pg_virtualenv -t test/without_shared.sh; \
+	  env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGPASSWORD -u PGSERVICE pg_virtualenv -t test/without_shared.sh; \
 	elif unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared' 2>/dev/null; then \
-	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && pg_virtualenv -t test/without_shared.sh'; \
+	  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m none ../shared && test -z "$$(ls -A ../shared)" && env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGPASSWORD -u PGSERVICE pg_virtualenv -t test/without_shared.sh'; \
 	else \
 	  echo "test-without-shared: no mount namespace here (not root, or not allowed): ../shared stays visible"; \
-	  pg_virtualenv -t test/without_shared.sh; \
+	  env -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE -u PGPASSWORD -u PGSERVICE pg_virtualenv -t test/without_shared.sh; \
 	fi
 .PHONY: test-without-shared
 
