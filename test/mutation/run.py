@@ -292,7 +292,11 @@ class Suite:
         if test == "unit" and p.returncode != 0:
             # the failed checks, not the last ones
             lines = [l for l in lines if l.startswith("FAIL")][:2] + lines[-1:]
-        return p.returncode == 0, dt, "\n".join(lines[-12:])
+        elif p.returncode != 0:
+            # what failed, wherever it is (a jobs scenario's line comes before the server log's tail)
+            said = [l for l in lines[:-12] if l.startswith(("not ok", "FAIL", "jobs:", "limits:")) or "failed" in l][:6]
+            lines = said + lines[-12:]
+        return p.returncode == 0, dt, "\n".join(lines[-18:])
 
 
 TIMES = os.path.join(REPO, "test", "mutation", "times.txt")
