@@ -362,6 +362,14 @@ def copy_tree(dst):
         os.symlink(shared, os.path.join(os.path.dirname(dst), "shared"))
 
 
+def install_so(so, server):
+    """The build into the private server: a new file renamed over the old, never written in place
+    (a process that still maps the old library, a job worker, would crash on the changed pages)."""
+    dst = os.path.join(server.pkglib, "transformer.so")
+    shutil.copy2(so, dst + ".new")
+    os.replace(dst + ".new", dst)
+
+
 def touch_includers(tree, path):
     """A mutated header: PGXS has no header dependencies, so the sources that include it (directly or
     through other headers) are touched."""
@@ -463,7 +471,15 @@ def main():
     try:
         suite.prepare()
         i = 0
+        dirty = False           # the server runs a mutant's build (the last one's)
         for batch in (claimed_groups(mutants, args.queue) if args.queue else [mutants]):
+            if dirty:
+                # the unmutated build back before the next tests' unmutated runs
+                if build(tree, "so") or build(tree, "unit"):
+                    sys.exit("the unmutated tree does not build")
+                install_so(so, server)
+                server.clear_weight_files()
+                dirty = False
             # the tests named by mutants must pass unmutated (and give the time limits)
             named = []
             for m in batch:
@@ -479,6 +495,7 @@ def main():
 
             for m in batch:
                 i += 1
+                dirty = True
                 t0 = time.time()
                 path = os.path.join(tree, m["file"])
                 orig = open(path, encoding="utf-8").read()
@@ -503,7 +520,7 @@ def main():
                                 break
                             built.add(what)
                             if what == "so":
-                                shutil.copy2(so, os.path.join(server.pkglib, "transformer.so"))
+                                install_so(so, server)
                                 server.clear_weight_files()
                                 if m["file"].startswith("sql/"):
                                     # a mutated install script: the built one replaces the installed one
