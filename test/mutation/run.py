@@ -487,11 +487,22 @@ def main():
             if args.full:
                 named = [t for t in suite.all_tests() if t not in suite.baseline]
             for t in named:
+                # a test the other runner of the queue has passed unmutated (the same build): its time
+                shared = os.path.join(args.queue, "unmutated-" + re.sub(r"[^A-Za-z0-9_.-]", "_", t)) \
+                    if args.queue else None
+                if shared and os.path.exists(shared):
+                    suite.baseline[t] = float(open(shared).read())
+                    log(f"  unmutated: {t} passed in the other runner ({suite.baseline[t]:.1f} s)")
+                    continue
                 ok, dt, out = suite.run(t)
                 if not ok:
                     sys.exit(f"{t} fails on the unmutated build:\n{out}")
                 suite.baseline[t] = dt
                 log(f"  unmutated: {t} passes ({dt:.1f} s)")
+                if shared:
+                    with open(shared + ".new", "w") as f:
+                        f.write(f"{dt:.2f}")
+                    os.replace(shared + ".new", shared)
 
             for m in batch:
                 i += 1
