@@ -251,6 +251,37 @@ t_timing(const char *what, const char *unit, TfCaseStyle want_style, const char 
 	free(s);
 }
 
+static size_t hook_calls = 0;
+
+static void
+count_hook(void)
+{
+	hook_calls++;
+}
+
+/*
+ * A long word's letters are counted with interrupt checks: over one word of
+ * BIG bytes, two passes (the letters' count among them) each run the hook
+ * about every 64 KB.  A count, not a time: the same on a loaded machine,
+ * where a cancel's latency moves (limits:translate then missed this once).
+ */
+static void
+t_interrupts(void)
+{
+	size_t		len;
+	char	   *s = repeat("HUNDKATZEMAUS", &len),
+				name[128];
+
+	hook_calls = 0;
+	spm_interrupt_hook = count_hook;
+	(void) tf_case_style(s, len);
+	spm_interrupt_hook = NULL;
+	snprintf(name, sizeof(name), "one word of %zu MB: the interrupt hook ran %zu times (at least %zu)",
+			 big_mb, hook_calls, 3 * len / (128 * 1024));
+	check(hook_calls >= 3 * len / (128 * 1024), name, NULL);
+	free(s);
+}
+
 /* Random strings from an alphabet of awkward characters: no crash, lengths kept */
 static void
 t_random(void)
@@ -484,6 +515,7 @@ main(void)
 	t_timing("all-caps German", "EIN MANN FÄHRT MIT DEM FAHRRAD ZUR STRAßE. ", TF_CASE_UPPER, "de");
 	t_timing("Title Case English", "A Man on a Bike Rides Home ", TF_CASE_TITLE, "en");
 	t_timing("one word \"AAAA…\" and \"A A\"", "AAAAAAAAAAAAAAAA", TF_CASE_MIXED, "en");
+	t_interrupts();
 	{
 		size_t		len,
 					outlen2;
