@@ -27,23 +27,7 @@ CREATE EXTENSION transformer;
 SELECT import_model('multi30k_de_en') \g /dev/null
 SELECT plan(15);
 
--- (5 s: a job that must fail within a second has had its time)
-CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE s text;
-BEGIN
-  FOR i IN 1..50 LOOP
-    SELECT state INTO s FROM transformer_jobs WHERE id = job;
-    IF s = want THEN RETURN s; END IF;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-  RETURN s;
-END $$;
-CREATE FUNCTION pg_temp.bad_rows(tbl regclass, model text DEFAULT 'multi30k_de_en') RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE n bigint;
-BEGIN
-  EXECUTE format('SELECT count(*) FROM %s WHERE en IS DISTINCT FROM translate(de, %L)', tbl, model) INTO n;
-  RETURN n;
-END $$;
+\ir include/jobs.psql
 
 -- 3. no escalation: the table's code runs as its owner, in a security-restricted operation
 CREATE ROLE tf_trust_owner;

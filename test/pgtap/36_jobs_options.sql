@@ -18,22 +18,7 @@ SELECT import_model('multi30k_sentence_de_en') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
 SELECT plan(14);
 
-CREATE FUNCTION pg_temp.wait_state(job bigint, want text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE s text;
-BEGIN
-  FOR i IN 1..200 LOOP
-    SELECT state INTO s FROM transformer_jobs WHERE id = job;
-    IF s = want THEN RETURN s; END IF;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-  RETURN s;
-END $$;
-CREATE FUNCTION pg_temp.bad_rows(tbl regclass, model text DEFAULT 'multi30k_de_en') RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE n bigint;
-BEGIN
-  EXECUTE format('SELECT count(*) FROM %s WHERE en IS DISTINCT FROM translate(de, %L)', tbl, model) INTO n;
-  RETURN n;
-END $$;
+\ir include/jobs.psql
 
 -- 5. translate()'s options, and a source language per row
 CREATE TABLE khtml (id int PRIMARY KEY, de text, en text);
