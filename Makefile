@@ -184,7 +184,10 @@ test/unit/test_special_tokens: test/unit/test_special_tokens.c src/core/special_
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_special_tokens.c src/core/special_tokens.c src/core/spm_normalize.c src/core/spm_model.c src/core/protobuf.c
 TEXT_UNITS = test/unit/test_markup test/unit/test_spans test/unit/test_casing test/unit/test_placement test/unit/test_wordpiece \
 	test/unit/test_special_tokens
-# one unit test alone, for make mutation: make unittest-placement
+# one unit test alone, for make mutation: make unittest-placement (the unpickler's with its fixtures)
+unittest-torch: test/unit/test_torch
+	test/unit/test_torch test/fixtures/torch > test/unit/test_torch.log 2>&1 || { grep -v '^ok' test/unit/test_torch.log | tail -20; exit 1; }
+.PHONY: unittest-torch
 unittest-%: test/unit/test_%
 	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 

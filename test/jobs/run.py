@@ -608,12 +608,20 @@ def scenario_crash_no_use():
 
 # ------------------------------------------------------------------ 3. clean restart, resumed by the next use
 def scenario_clean_restart():
+    """Two jobs in one database (A, then B): after a clean restart neither runs until the database is
+    used; the first use resumes both at once, not the lowest job id alone."""
     c = new_db("s3")
-    fill(c, "t3", 500, 200)
+    fill(c, "t3", 500, 400)
+    fill(c, "t3b", 1000, 300)
     job = one(c, "SELECT translate_column('t3', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
+    job_b = one(c, "SELECT translate_column('t3b', 'de', 'en', %s, workers => 1, keep_in_sync => false)", MODEL)
     close(c)
     c = connect("s3")
     at = wait_first_batch(c, job, 60, "clean restart")
+    wait_first_batch(c, job_b, 60, "clean restart (job B)")
+    if job_row(c, job)["rows_pending"] == 0:
+        raise Failure("clean restart: job %s finished before job %s wrote its first row: they did not run side "
+                      "by side" % (job, job_b))
     close(c)
     C.restart()
     c = connect_retry("s3")
@@ -621,25 +629,40 @@ def scenario_clean_restart():
     seen = None
     while time.time() - t0 < 3:
         w = job_workers(c)
-        r = job_row(c, job)
-        if w or r["state"] != "running" or r["rows_pending"] == 0:
-            seen = (w, r)
+        rs = [job_row(c, j) for j in (job, job_b)]
+        if w or any(r["state"] != "running" or r["rows_pending"] == 0 for r in rs):
+            seen = (w, rs)
             break
         time.sleep(0.2)
     if seen:
-        raise Failure("clean restart: within 3 s of the restart, with no use: job workers %s, job %s "
-                      "(expected no worker, the job running with rows pending)" % seen)
+        raise Failure("clean restart: within 3 s of the restart, with no use: job workers %s, jobs %s "
+                      "(expected no worker, both jobs running with rows pending)" % seen)
     after = job_row(c, job)
     one(c, "SELECT translate('Ein Hund.', %s)", MODEL)
-    close(c)
     t1 = time.time()
+    # both jobs resumed by that one use, together (0.8.0 resumed the lowest job id alone)
+    together = False
+    while time.time() - t1 < 30:
+        if job_workers(c, job) and job_workers(c, job_b):
+            together = True
+            break
+        rs = [job_row(c, j) for j in (job, job_b)]
+        if any(r["rows_pending"] == 0 for r in rs):
+            break
+        time.sleep(0.1)
+    if not together:
+        raise Failure("clean restart: after the first use, jobs %s and %s never had workers at the same time: %s"
+                      % (job, job_b, [job_row(c, j) for j in (job, job_b)]))
+    close(c)
     r = poll_done("s3", job, 90, "clean restart (resumed by translate())")
+    poll_done("s3", job_b, 90, "clean restart (job B, resumed by translate())")
     resumed_s = time.time() - t1
     c = connect("s3")
     n = check_translated(c, "t3", job, "clean restart")
+    n += check_translated(c, "t3b", job_b, "clean restart (job B)")
     close(c)
     log("jobs: clean restart: at %d rows done; 3 s without worker, running with %d pending; after one translate() "
-        "done in %.1f s (rows_done %d), %d rows all = translate(de)"
+        "both jobs resumed together, done in %.1f s (rows_done %d), %d rows all = translate(de)"
         % (at["rows_done"], after["rows_pending"], resumed_s, r["rows_done"], n))
 
 

@@ -201,6 +201,11 @@ class Suite:
             if name:
                 return ["env", "PATHOLOGICAL_ONLY=" + name, "make", "-s", "pathological"]
             return ["make", "-s", "pathological"]
+        if kind == "limits-memory":
+            # limits-memory:FUNCTION,... the peak memory at 10 MB alone (one short cancel at 1 MB)
+            return ["env", "LIMITS_ONLY=" + name,
+                    "LIMITS_ARGS=--sizes 10 --memory-timeout-ms 4000 --cancel-mb 1 --timeout-ms 400",
+                    "make", "-s", "limits"]
         if kind == "limits":
             # limits:FUNCTION,... runs the limits harness on those functions only
             # (a 40 MB call cancelled in each of its phases: one gap without checks is enough;
