@@ -174,6 +174,24 @@ class Server:
         run([self.bindir + "/pg_ctl", "-D", self.data, "-m", mode, "-w", "stop"],
             user=self.user, check=False)
 
+    def stop_strays(self):
+        """Private clusters that a killed test left running on this build (test/jobs/run.py's):
+        an immediate shutdown (SIGQUIT to their postmaster), so none outlives the run."""
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if args[0].decode(errors="replace") == self.bindir + "/postgres" and "-D" in [a.decode() for a in args] \
+                    and os.path.realpath(args[args.index(b"-D") + 1].decode()) != os.path.realpath(self.data):
+                try:
+                    os.kill(int(pid), signal.SIGQUIT)
+                except ProcessLookupError:
+                    pass
+
     def clear_weight_files(self):
         # a mutated build's shared weights files must not outlive it
         shutil.rmtree(os.path.join(self.data, "pgsql_tmp_transformer"), ignore_errors=True)
@@ -281,6 +299,7 @@ class Suite:
                 pass
             proc.wait()
             # a mutant without interrupt checks cannot be cancelled: restart
+            self.server.stop_strays()
             self.server.stop("immediate")
             self.server.start()
             self.prepare()
@@ -572,6 +591,7 @@ def main():
                             if f.startswith("transformer--") and f.endswith(".sql"):
                                 shutil.copy2(os.path.join(tree, "sql", f), ext)
     finally:
+        server.stop_strays()
         server.stop("immediate")
 
     if args.record:
