@@ -213,7 +213,8 @@ class Suite:
     def command(self, test):
         kind, _, name = test.partition(":")
         if kind == "unit":
-            return ["test/unit/test_core", "test/fixtures/core_ops.txt"]
+            # its lines unbuffered: the first FAIL ends the run (the mutant is caught)
+            return ["stdbuf", "-oL", "test/unit/test_core", "test/fixtures/core_ops.txt"]
         if kind == "pathological":
             # pathological:SHAPE runs that shape only (seconds, not the whole harness's half minute)
             if name:
@@ -267,26 +268,28 @@ class Suite:
         # the mutant is caught, and the rest of the file would only take time (a
         # whole file ran for each mutant).  The files that run shell commands run to their end.
         lines, failed = [], threading.Event()
-        stop_early = test.startswith("tap:") and test[4:] not in TAP_RUN_WHOLE
+        stop_early = (test.startswith("tap:") and test[4:] not in TAP_RUN_WHOLE) or test == "unit"
+        marker = "FAIL" if test == "unit" else "not ok"
 
         def reader():
             for line in proc.stdout:
                 lines.append(line)
-                if stop_early and line.startswith("not ok"):
+                if stop_early and line.startswith(marker):
                     failed.set()
             failed.set()
 
         th = threading.Thread(target=reader, daemon=True)
         th.start()
         timed_out = not failed.wait(timeout=limit)
-        if stop_early and not timed_out and proc.poll() is None and any(l.startswith("not ok") for l in lines):
+        if stop_early and not timed_out and proc.poll() is None and any(l.startswith(marker) for l in lines):
             # the first failure of a file that keeps nothing: stop it, and its backends
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             # its database dropped with every backend in it, job workers too: whatever the file
             # committed or started is gone before the next test
-            self.prepare()
-            first = next(l for l in lines if l.startswith("not ok"))
+            if test != "unit":
+                self.prepare()
+            first = next(l for l in lines if l.startswith(marker))
             return False, time.time() - t0, first + "".join(lines[-6:]) + "\n(stopped at its first failure)"
         if not timed_out:
             th.join()
@@ -410,6 +413,9 @@ def touch_includers(tree, path):
     for f in files:
         if f.endswith(".c") and any('#include "%s"' % n in text[f] for n in names):
             os.utime(f)
+
+
+SOURCE_CHECKS = ("make:check-cycles", "make:check-core")
 
 
 def build(tree, what):
@@ -549,7 +555,10 @@ def main():
                     for t in order + rest:
                         # built when first needed: a mutant caught by the unit tests needs no server build
                         what = "unit" if t == "unit" else "so"
-                        if what not in built:
+                        # the checks of the sources' includes read no build
+                        if t in SOURCE_CHECKS:
+                            what = None
+                        if what and what not in built:
                             err = build(tree, what)
                             if err:
                                 break
