@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "attention.h"
-#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

@@ -35,7 +35,6 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

@@ -10,7 +10,6 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "blas.h"
 #include "tensor_ops.h"
 #include "threads.h"
 #include "model_store.h"
