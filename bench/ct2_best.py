@@ -22,6 +22,7 @@ With --isa avx2: one setting, every side held to AVX2 (bench/ctranslate2.py
 
     pg_virtualenv -t bench/ct2_best.py [--isa native|avx2] [--out DIR] [bench/ctranslate2.py's options ...]
 """
+import argparse
 import json
 import os
 import subprocess
@@ -31,17 +32,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
-    argv = sys.argv[1:]
-    isa = "native"
-    if "--isa" in argv:
-        isa = argv[argv.index("--isa") + 1]
-        i = argv.index("--isa")
-        del argv[i:i + 2]
-    out = "/tmp/transformer_ct2_best"
-    if "--out" in argv:
-        i = argv.index("--out")
-        out = argv[i + 1]
-        del argv[i:i + 2]
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native")
+    ap.add_argument("--out", default="/tmp/transformer_ct2_best")
+    args, argv = ap.parse_known_args()       # the rest goes to bench/ctranslate2.py
+    isa, out = args.isa, args.out
     os.makedirs(out, exist_ok=True)
     probe = subprocess.run(["/usr/bin/python3", "-c", "import ctranslate2, os; print(os.path.dirname(ctranslate2.__file__))"],
                            capture_output=True, text=True)

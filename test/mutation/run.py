@@ -182,11 +182,11 @@ class Server:
                 continue
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    args = f.read().split(b"\0")
+                    args = f.read().decode(errors="replace").split("\0")
             except OSError:
                 continue
-            if args[0].decode(errors="replace") == self.bindir + "/postgres" and "-D" in [a.decode() for a in args] \
-                    and os.path.realpath(args[args.index(b"-D") + 1].decode()) != os.path.realpath(self.data):
+            if args[0] == self.bindir + "/postgres" and "-D" in args[:-1] \
+                    and os.path.realpath(args[args.index("-D") + 1]) != os.path.realpath(self.data):
                 try:
                     os.kill(int(pid), signal.SIGQUIT)
                 except ProcessLookupError:
