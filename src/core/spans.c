@@ -241,6 +241,40 @@ merge_bracketed(const char *s, size_t len, TfSpan *sp, int n)
 	return w;
 }
 
+/*
+ * "Nr. #12", "No. 5", "Nº 3": a label that says "number" goes with the
+ * number after it, or the model, given "... Nr." with the number taken out,
+ * reads a sentence's end and drops the label and a full stop.  The label is
+ * a whole word (no letter before it), then at most one space.  In place.
+ */
+static void
+merge_number_labels(const char *s, TfSpan *sp, int n)
+{
+	static const char *const labels[] = {"Nr.", "nr.", "No.", "Nº", "\u2116"};
+
+	for (int i = 0; i < n; i++)
+	{
+		size_t		st = sp[i].start;
+
+		if (sp[i].kind != TF_SPAN_NUMBER)
+			continue;
+		if (st > 0 && s[st - 1] == ' ')
+			st--;
+		for (size_t l = 0; l < sizeof(labels) / sizeof(labels[0]); l++)
+		{
+			size_t		k = strlen(labels[l]);
+
+			if (st >= k && memcmp(s + st - k, labels[l], k) == 0 &&
+				(st == k || !(isalnum((unsigned char) s[st - k - 1]) || (unsigned char) s[st - k - 1] >= 0x80)) &&
+				(i == 0 || sp[i - 1].end <= st - k))
+			{
+				sp[i].start = st - k;
+				break;
+			}
+		}
+	}
+}
+
 int
 tf_find_spans(const char *s, size_t len, unsigned mask, const SpmAlloc *a, TfSpan **spans)
 {
@@ -264,9 +298,10 @@ tf_find_spans_checked(const char *s, size_t len, unsigned mask, const TfCharChec
 	*spans = a->alloc(a->ctx, n * sizeof(TfSpan));
 	if (*spans == NULL)
 		return -1;
-	/* every kind found, the brackets merged, then the mask's kinds kept */
+	/* every kind found, the brackets and number labels merged, then the mask's kinds kept */
 	find(s, len, TF_SPAN_ALL, cc, *spans);
 	n = merge_bracketed(s, len, *spans, (int) n);
+	merge_number_labels(s, *spans, (int) n);
 	for (size_t i = 0; i < n; i++)
 		if ((*spans)[i].kind & mask)
 			(*spans)[m++] = (*spans)[i];

@@ -43,7 +43,9 @@ enum
 	 * and a lower-case letter, a month name (März, Oct, Jan. ...) or, after
 	 * der/die/das/den/dem/des/am/im/zum/zur/vom/beim/jede(n|m|r|s), any
 	 * word: "am 15. März" is "15.", "der 2. Platz" is "2.", but "Ich habe
-	 * 20. Dann" and "Nr. 5." at the end are "20" and "5".
+	 * 20. Dann" and "Nr. 5." at the end are "20" and "Nr. 5".  A label that
+	 * says "number" (Nr. nr. No. Nº №: a whole word, then at most one space)
+	 * goes with the number after it: "Nr. #12".
 	 */
 	TF_SPAN_NUMBER = 1 << 2,
 

@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(32);
+SELECT plan(33);
 SELECT import_model('multi30k_de_en') IS NOT NULL AS imported \gset
 
 -- the review's reproductions
@@ -83,8 +83,8 @@ SELECT diag('messy corpus: less what the reference translation drops too: ' ||
             round(100.0 * sum(least(kexp, kout)) / sum(kexp), 2) || '% of ' || sum(kexp) || '; lost: ' ||
             (SELECT string_agg(c || ' ' || l, ', ' ORDER BY l DESC, c)
              FROM (SELECT c, sum(kexp - kout) l FROM expected WHERE kout < kexp GROUP BY c) x)) FROM expected;
-SELECT cmp_ok((SELECT sum(least(kexp, kout))::float8 / sum(kexp) FROM expected), '>=', 0.98::float8,
-              'messy corpus: 98% of what the reference translation keeps (98.4% since the brackets and full stops around spans, 97.0% before)');
+SELECT cmp_ok((SELECT sum(least(kexp, kout))::float8 / sum(kexp) FROM expected), '>=', 0.99::float8,
+              'messy corpus: 99% of what the reference translation keeps (99.25% since "Nr." goes with its number, 98.4% before)');
 SELECT cmp_ok((SELECT sum(least(kin, kout))::float8 / sum(kin) FROM kept WHERE NOT punct), '>=', 0.99::float8,
               'messy corpus: 99% of the characters that are not letters, spaces or sentence punctuation are in the output');
 SELECT is((SELECT string_agg(DISTINCT c, ' ') FROM kept WHERE NOT punct AND kout < kin), NULL, 'none of them lost: emoji, symbols, digits, # & %, quotation marks');
@@ -99,6 +99,8 @@ SELECT unalike(translate('Drei Leute sitzen vor einem Gebäude, das bemalt ist #
 SELECT matches(translate('Ein Mann steht auf ein paar Steinen und angelt (± 2 m) für £20.', 'multi30k_de_en'), ' \(± 2 m\)',
                'brackets holding only spans and a unit go whole, with the space before them');
 SELECT is(translate('(5 €) (± 3 km/h)', 'multi30k_de_en'), '(5 €) (± 3 km/h)', 'and alone');
+SELECT matches(translate('Zwei Männer in einer Stadt Nr. #12.', 'multi30k_de_en'), ' Nr\. #12\.$',
+               '"Nr." goes with its number: the model, given "... Nr." alone, dropped it and the full stop');
 SELECT is(translate('„- Ein Hund rennt.', 'multi30k_de_en'), '„- A dog runs.',
           'a list marker after an opening quote is one, and spans that start the text start the translation');
 

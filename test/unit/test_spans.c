@@ -41,8 +41,8 @@ static const Case cases[] = {
 	{"Am 3. Oktober ist Feiertag.", ALL, "number:3."},
 	{"der 2. Platz", ALL, "number:2."},
 	{"Er wurde 2. in der Wertung.", ALL, "number:2."},
-	{"Nr. 5.", ALL, "number:5"},
-	{"Nr. 5.\nDann", ALL, "number:5"},
+	{"Nr. 5.", ALL, "number:Nr. 5"},
+	{"Nr. 5.\nDann", ALL, "number:Nr. 5"},
 	{"im Jahr 2024. Dann", ALL, "number:2024"},
 	{"Ich habe 20. Dann ging ich.", ALL, "number:20"},
 	{"am 20. Dann", ALL, "number:20."},
@@ -82,6 +82,10 @@ static const Case cases[] = {
 	{"Warte 5...", ALL, "number:5"},
 	{"Um 10.30 Uhr, um 10:30:15", ALL, "number:10.30|number:10:30:15"},
 	{"Tel. +49 (0)30", ALL, "number:+49|number:(0)|number:30"},
+	/* a label that says "number" goes with it: the model drops it with the number taken out */
+	{"Stadt Nr. #12.", ALL, "number:Nr. #12"},
+	{"Nr. 5, No. 6, Nº 7, \xE2\x84\x96" "8 und nr.9", ALL, "number:Nr. 5|number:No. 6|number:Nº 7|number:\xE2\x84\x96" "8"},
+	{"Inr. 5 und Nr.  5", ALL, "number:5|number:5"},
 	/* glued to words: not numbers */
 	{"A4 Papier, B12, COVID-19, 3D, mp3", ALL, ""},
 	{"ümlaut123 und 123ümlaut", ALL, ""},
@@ -144,7 +148,7 @@ static const Case cases[] = {
 	{"@123", ALL, "number:123"},
 	{"#Berlin2024 #123 C# &#39;", ALL, "hashtag:#Berlin2024|number:#123|symbol:&#39;"},
 	{"#123", ALL & ~TF_SPAN_NUMBER, ""},
-	{"Nr.#5 x#5 &#5 a &amp; b &lt;3 &#x3C; &#xZ; &; &a b;", ALL, "number:#5|number:5|number:5|symbol:&amp;|symbol:&lt;|number:3|symbol:&#x3C;"},
+	{"Nr.#5 x#5 &#5 a &amp; b &lt;3 &#x3C; &#xZ; &; &a b;", ALL, "number:Nr.#5|number:5|number:5|symbol:&amp;|symbol:&lt;|number:3|symbol:&#x3C;"},
 	{"40 % und 3\u00A0% und 5 %ige und 7 %% 2 \u2030", ALL, "number:40 %|number:3\u00A0%|number:5|number:7|number:2 \u2030"},
 	/* list markers */
 	{"- Ein Hund.\n- Eine Katze.", ALL, "list:-|list:-"},
