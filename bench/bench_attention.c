@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "attention.h"
+#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

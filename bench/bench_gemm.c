@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

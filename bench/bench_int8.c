@@ -35,6 +35,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "blas.h"
 #include "tensor_ops.h"
 #include "bench_util.h"
 

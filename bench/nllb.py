@@ -50,7 +50,7 @@ Ratios are PyTorch's time over ours, measured in the same run.
 Needs a running server with the extension installed (make install); -t:
 as root, pg_virtualenv otherwise takes the system's 15/regress cluster.
 Usage: pg_virtualenv -t bench/nllb.py [--quick] [-n N] [--batch B] [--batch-reps R] [--max-new-tokens T]
-       [--dir DIR] [--parts build,import,speed,batch]
+       [--dir DIR] [--parts build,import,load,speed,batch]
 """
 import argparse
 import json
@@ -437,6 +437,50 @@ def import_measured(directory, name):
             "rss0": before["VmRSS"], "ticks": ticks, "anon0": before.get("RssAnon", 0), "peaks": peaks, "timeline": timeline}
 
 
+def load_measured(acur, name, shared, datadir):
+    """A fresh backend's first generate() on name, the model's shared file removed first (so
+    this backend builds it): seconds, VmHWM before and after, the maxima of RssAnon / RssFile /
+    RssShmem sampled every 10 ms, and the packed weights' bytes (the shared file's size; None
+    with sharing off, where the backend packs the same weights privately)."""
+    acur.execute("SELECT file, name FROM transformer_weight_files() WHERE kind = 'weights'")
+    for f, n in acur.fetchall():
+        if n == name:
+            os.remove(os.path.join(datadir, one(acur, "SHOW transformer.weight_cache_dir")[0], f))
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("SET client_min_messages = warning; LOAD 'transformer'; SET transformer.shared_weights = %s"
+                % ("on" if shared else "off"))
+    pid = one(cur, "SELECT pg_backend_pid()")[0]
+    before = status(pid)
+    peaks = {"RssAnon": 0, "RssFile": 0, "RssShmem": 0, "VmRSS": 0}
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            try:
+                st = status(pid)
+            except OSError:
+                break
+            for k in peaks:
+                peaks[k] = max(peaks[k], st.get(k, 0))
+            time.sleep(0.01)
+    th = threading.Thread(target=poll)
+    th.start()
+    t0 = time.time()
+    try:
+        cur.execute(gen_sql(name, "Hallo.", 1, 1))
+    finally:
+        secs = time.time() - t0
+        done.set()
+        th.join()
+    after = status(pid)
+    packed = one(acur, "SELECT sum(bytes) FROM transformer_weight_files() WHERE kind = 'weights' AND name = %s",
+                 (name,))[0] if shared else None
+    conn.close()
+    return {"secs": secs, "hwm0": before["VmHWM"], "hwm": after["VmHWM"], "rss0": before["VmRSS"],
+            "anon0": before.get("RssAnon", 0), "peaks": peaks, "packed": packed or 0}
+
+
 def tensors_md5(cur, name):
     """(md5 of every tensor's name and bytes, tensors, rows, bytes); since
     0.6.0 a tensor over transformer.tensor_part_size spans rows (part 0, 1, ...)."""
@@ -480,7 +524,7 @@ def main():
     ap.add_argument("--batch-reps", type=int, default=2, help="runs of each batch measurement")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--quick", action="store_true", help="-n 4 --batch 8 --batch-reps 1")
-    ap.add_argument("--parts", default="build,import,speed,batch")
+    ap.add_argument("--parts", default="build,import,load,speed,batch")
     ap.add_argument("--wait-quiet", type=float, default=20, help="minutes to wait for other processes to stop")
     args = ap.parse_args()
     if args.quick:
@@ -542,7 +586,7 @@ def main():
         acur.execute("SELECT drop_model(%s)", (MODEL + "_bin",))
         log("  other processes used %.2f cores during the imports%s" % (
             meter.others(), "; busy before: " + ", ".join(busy_import) if busy_import else ""))
-    if not ({"speed", "batch"} & parts):
+    if not ({"load", "speed", "batch"} & parts):
         return
 
     have = one(acur, "SELECT count(*) FROM transformer_models WHERE name = %s", (MODEL,))[0]
@@ -550,6 +594,26 @@ def main():
         t0 = time.time()
         acur.execute("SET client_min_messages = warning; SELECT import_model(%s, %s)", (MODEL, st_dir))
         log("imported %s in %.1f s" % (MODEL, time.time() - t0))
+    if "load" in parts:
+        datadir = one(acur, "SHOW data_directory")[0]
+        log("\nthe first load of %s fp32 in a fresh backend (its shared file removed first), twice each; "
+            "peak = VmHWM after - VmHWM before" % MODEL)
+        wait_quiet(args.wait_quiet)
+        packed = 0
+        for shared in (True, False):
+            for rep in range(2):
+                acur.execute("CHECKPOINT")
+                r = load_measured(acur, MODEL, shared, datadir)
+                packed = r["packed"] = r["packed"] or packed
+                grew = r["hwm"] - r["hwm0"]
+                p = r["peaks"]
+                log("  shared weights %-3s: %.1f s; packed %.1f MB; peak +%.1f MB = %.2fx the packed size; "
+                    "RssAnon max %.1f MB (%.1f before), RssFile max %.1f MB, RssShmem max %.1f MB" % (
+                        "on" if shared else "off", r["secs"], mb(r["packed"]), mb(grew),
+                        grew / r["packed"] if r["packed"] else float("nan"), mb(p["RssAnon"]), mb(r["anon0"]),
+                        mb(p["RssFile"]), mb(p["RssShmem"])))
+    if not ({"speed", "batch"} & parts):
+        return
     t0 = time.time()
     acur.execute("SELECT drop_model(%s); SELECT quantize_model(%s, %s)", (MODEL_I8, MODEL, MODEL_I8))
     log("quantize_model(%s, %s): %.1f s" % (MODEL, MODEL_I8, time.time() - t0))

@@ -24,9 +24,9 @@
  * accumulators stay in registers.
  */
 #include "tensor_ops.h"
+#include "blas.h"
 #include "threads.h"
 
-#include <cblas.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -623,12 +623,8 @@ tf_matmul(int m, int n, int k,
 		  const float *b, int ldb,
 		  bool trans_b, float alpha, float beta)
 {
-	if (m > SMALL_M)
-	{
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-					m, n, k, alpha, a, lda, b, ldb, beta, out, ldo);
+	if (m > SMALL_M && tf_blas_sgemm(m, n, k, out, ldo, a, lda, b, ldb, trans_b, alpha, beta))
 		return;
-	}
 	if (gemm_nn == NULL)
 		pick_kernels();
 	(trans_b ? gemm_nt : gemm_nn) (m, n, k, out, ldo, a, lda, b, ldb, alpha, beta);

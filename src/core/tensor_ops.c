@@ -6,100 +6,13 @@
  */
 #include "tensor_ops.h"
 
-#include <cblas.h>
+#include "blas.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/*
- * OpenBLAS.  Debian's is a DYNAMIC_ARCH build: at load it picks kernels by
- * CPU model (its "core"), and a model newer than the library falls back to
- * the generic SSE3 "Prescott" kernels, several times slower.  In that case,
- * and unless the user chose with OPENBLAS_CORETYPE, we choose by CPU
- * features.  An explicit transformer.cpu_kernels level holds OpenBLAS to a
- * core of that level too: the library's own choice if it is one, else
- * SkylakeX (avx512), Haswell (avx2) or Prescott (portable); it overrides
- * OPENBLAS_CORETYPE.
- *
- * The core is changed by setting OPENBLAS_CORETYPE and initialising the
- * library's dispatch again (gotoblas_dynamic_quit, which only forgets the
- * table of kernels, then gotoblas_dynamic_init, which reads the variable).
- * That is safe while no BLAS call is under way in the process: OpenBLAS's
- * threads and ours run a product only within one call from the thread that
- * changes it.  Weak symbols: other builds simply keep theirs.
- */
-extern char *openblas_get_corename(void);
-extern void gotoblas_dynamic_init(void) __attribute__((weak));
-extern void gotoblas_dynamic_quit(void) __attribute__((weak));
-
-/* the library's own choice, before we changed anything, and the user's OPENBLAS_CORETYPE */
-static char blas_own[32];
-static bool blas_user_chose;
-
-/* the level of an OpenBLAS core's kernels: 2 AVX-512, 1 AVX2, 0 SSE3; -1 another */
-static int
-blas_core_level(const char *core)
-{
-	static const struct
-	{
-		const char *name;
-		int			level;
-	}			cores[] = {
-		{"SkylakeX", 2}, {"Cooperlake", 2}, {"SapphireRapids", 2},
-		{"Haswell", 1}, {"Zen", 1},
-		{"Prescott", 0}
-	};
-
-	for (size_t i = 0; core && i < sizeof(cores) / sizeof(cores[0]); i++)
-		if (strcasecmp(core, cores[i].name) == 0)
-			return cores[i].level;
-	return -1;
-}
-
-/* Hold OpenBLAS to level (-1: its own choice, mended); returns its core's name. */
-static const char *
-blas_core(int level)
-{
-	static const char *const by_level[] = {"Prescott", "Haswell", "SkylakeX"};
-	const char *core = openblas_get_corename();
-	const char *want;
-
-	if (gotoblas_dynamic_init == NULL || gotoblas_dynamic_quit == NULL || core == NULL)
-		return core;
-	if (blas_own[0] == '\0')
-	{
-		strncpy(blas_own, core, sizeof(blas_own) - 1);
-		blas_user_chose = getenv("OPENBLAS_CORETYPE") != NULL;
-	}
-
-	if (level >= 0)
-		want = blas_core_level(blas_own) == level ? blas_own : by_level[level];
-	else if (blas_user_chose || strcasecmp(blas_own, "prescott") != 0)
-		want = blas_own;
-	else
-		want = by_level[tf_cpu_level(-1)];	/* the library does not know this CPU */
-
-	if (strcasecmp(core, want) == 0)
-		return core;
-	setenv("OPENBLAS_CORETYPE", want, 1);
-	gotoblas_dynamic_quit();
-	gotoblas_dynamic_init();
-	return openblas_get_corename();
-}
-
-const char *
-tf_blas_init(void)
-{
-	return blas_core(-1);
-}
-
-void
-tf_set_blas_threads(int nthreads)
-{
-	openblas_set_num_threads(nthreads);
-}
 
 /*
  * e^x for x <= 88.3 (larger saturates), branch-free so loops over it
@@ -511,6 +424,13 @@ tf_kernel_family_name(TfKernelFamily family)
 }
 
 const char *
+tf_blas_init(void)
+{
+	tf_blas_hold(TF_LEVEL_AUTO, tf_cpu_level(TF_LEVEL_AUTO));
+	return tf_blas_load();
+}
+
+const char *
 tf_cpu_kernels(int level)
 {
 	static const char *const names[] = {"portable", "avx2", "avx512"};
@@ -520,7 +440,7 @@ tf_cpu_kernels(int level)
 		return NULL;
 	tf_gemm_kernels(lv);		/* fp32, and int8 */
 	pick_vector_kernels(lv);
-	blas_core(level);
+	tf_blas_hold(level, tf_cpu_level(TF_LEVEL_AUTO));	/* OpenBLAS's core, now or when it loads */
 	return names[lv];
 }
 

@@ -30,8 +30,9 @@ typedef enum TfDType
 } TfDType;
 
 /*
- * Make sure OpenBLAS runs kernels fit for this CPU (see tensor_ops.c); call
- * once before the first product.  Returns the name of the kernel set.
+ * Load OpenBLAS now (a program that will use it anyway), its kernels fit for
+ * this CPU (see blas.c); returns its core's name (NULL without OpenBLAS).
+ * The server leaves it to the first product that needs it (blas.h).
  */
 const char *tf_blas_init(void);
 
@@ -78,13 +79,11 @@ const char *tf_kernel_family(TfKernelFamily family);
 /* The family's name: "fp32", "int8", "softmax", "norms", "activations", "vector". */
 const char *tf_kernel_family_name(TfKernelFamily family);
 
-/* Set the OpenBLAS thread count (PostgreSQL parallelism is by process). */
-void		tf_set_blas_threads(int nthreads);
-
 /*
  * out (m, n) = a (m, k) · b (k, n), or a · bᵀ with b (n, k) when trans_b.
- * sgemm, or for at most TF_SMALL_M rows of a, gemm.c's kernels, whose every
- * output is the same whatever m is; beta = 1 accumulates into out.
+ * OpenBLAS's sgemm (blas.h), or for at most TF_SMALL_M rows of a, and
+ * without OpenBLAS, gemm.c's kernels, whose every output is the same
+ * whatever m is; beta = 1 accumulates into out.
  */
 #define TF_SMALL_M 16
 void		tf_matmul(int m, int n, int k,

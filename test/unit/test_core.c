@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "online_softmax.h"
 #include "spm.h"
+#include "blas.h"
 #include "tensor_ops.h"
 #include "threads.h"
 #include "weight_file.h"

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "blas.h"
 #include "tensor_ops.h"
 
 extern char *openblas_get_corename(void);
@@ -454,11 +455,50 @@ same_bits(const float *a, const float *b, size_t n)
 	return memcmp(a, b, sizeof(float) * n) == 0;
 }
 
+/*
+ * OpenBLAS on demand (blas.h): the settings made before do not load it, nor
+ * a product of TF_SMALL_M rows or fewer; the first larger product does, and
+ * gives gemm.c's kernels' result (within rounding).
+ */
+static void
+test_blas_on_demand(void)
+{
+	enum
+	{
+		M = 40, N = 24, K = 33
+	};
+	static float a[M * K],
+				b[K * N],
+				small[M * N],
+				big[M * N];
+	double		maxdiff = 0;
+	char		what[128];
+
+	tf_set_blas_threads(1);
+	tf_cpu_kernels(TF_LEVEL_AUTO);
+	ok(!tf_blas_loaded(), "OpenBLAS not loaded by setting its threads and the kernels' level", "on demand");
+	for (int i = 0; i < M * K; i++)
+		a[i] = (float) ((i * 37) % 101) / 50.0f - 1.0f;
+	for (int i = 0; i < K * N; i++)
+		b[i] = (float) ((i * 53) % 97) / 48.0f - 1.0f;
+	/* the small products: row blocks of TF_SMALL_M rows, each gemm.c's */
+	for (int r = 0; r < M; r += TF_SMALL_M)
+		tf_matmul(M - r < TF_SMALL_M ? M - r : TF_SMALL_M, N, K, small + (size_t) r * N, N, a + (size_t) r * K, K,
+				  b, N, false, 1.0f, 0.0f);
+	ok(!tf_blas_loaded(), "OpenBLAS not loaded by products of TF_SMALL_M rows", "on demand");
+	tf_matmul(M, N, K, big, N, a, K, b, N, false, 1.0f, 0.0f);
+	ok(tf_blas_loaded(), "OpenBLAS loaded by the first product of more rows", "on demand");
+	for (int i = 0; i < M * N; i++)
+		maxdiff = fmax(maxdiff, fabs((double) big[i] - small[i]));
+	snprintf(what, sizeof(what), "its product = gemm.c's (max abs diff %.2g)", maxdiff);
+	ok(maxdiff < 1e-4, what, "on demand");
+}
+
 int
 main(void)
 {
 	static const char *const names[3] = {"portable", "avx2", "avx512"};
-	const char *blas_auto = tf_blas_init();
+	const char *blas_auto;
 	const char *best;
 	size_t		nsoft = 0,
 				nnorm = 0;
@@ -467,6 +507,8 @@ main(void)
 			   *base_act = NULL,
 			   *base_i8 = NULL;
 
+	test_blas_on_demand();
+	blas_auto = tf_blas_init();
 	tf_set_blas_threads(1);
 	for (size_t w = 0; w < NWIDTHS; w++)
 	{

@@ -15,12 +15,10 @@
 #include <libxml/xmlversion.h>
 #include <unicode/uversion.h>
 
+#include "blas.h"
 #include "tensor_ops.h"
 #include "threads.h"
 
-/* OpenBLAS's own report of itself (cblas.h declares it, but not on every distribution) */
-extern char *openblas_get_config(void);
-extern char *openblas_get_corename(void);
 
 PG_FUNCTION_INFO_V1(transformer_version);
 Datum
@@ -39,6 +37,6 @@ transformer_version(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("transformer %s; kernels: %s (transformer.cpu_kernels %s); threads per call: %d; BLAS: %s (core %s); ICU %s; libxml2 %s",
 											  TRANSFORMER_EXTVERSION, kernels.data,
 											  GetConfigOption("transformer.cpu_kernels", false, false),
-											  tf_threads(), openblas_get_config(),
-											  openblas_get_corename(), icu, LIBXML_DOTTED_VERSION)));
+											  tf_threads(), tf_blas_config(),
+											  tf_blas_corename(), icu, LIBXML_DOTTED_VERSION)));
 }

@@ -10,6 +10,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "blas.h"
 #include "tensor_ops.h"
 #include "threads.h"
 #include "model_store.h"
