@@ -474,7 +474,7 @@ def load_measured(acur, name, shared, datadir):
         done.set()
         th.join()
     after = status(pid)
-    packed = one(acur, "SELECT sum(bytes) FROM transformer_weight_files() WHERE kind = 'weights' AND name = %s",
+    packed = one(acur, "SELECT sum(bytes)::bigint FROM transformer_weight_files() WHERE kind = 'weights' AND name = %s",
                  (name,))[0] if shared else None
     conn.close()
     return {"secs": secs, "hwm0": before["VmHWM"], "hwm": after["VmHWM"], "rss0": before["VmRSS"],

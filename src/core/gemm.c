@@ -118,17 +118,25 @@ tf_packed_size(size_t rows, size_t cols, TfDType dt)
 void
 tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt)
 {
+	memset(out, 0, tf_packed_size(rows, cols, dt));
+	tf_pack_panel_rows(rows, cols, out, w, dt, 0, rows);
+}
+
+void
+tf_pack_panel_rows(size_t rows, size_t cols, void *out, const void *w, TfDType dt, size_t r0, size_t n)
+{
 	size_t		es = tf_dtype_size(dt);
 	char	   *o = out;
 	const char *in = w;
 
-	memset(out, 0, tf_packed_size(rows, cols, dt));
-	for (size_t r = 0; r < rows; r++)
+	(void) rows;
+	for (size_t r = r0; r < r0 + n; r++)
 	{
 		size_t		base = (r / TF_PANEL) * TF_PANEL * cols;
+		const char *row = in + (r - r0) * cols * es;
 
 		for (size_t p = 0; p < cols; p++)
-			memcpy(o + (base + p * TF_PANEL + r % TF_PANEL) * es, in + (r * cols + p) * es, es);
+			memcpy(o + (base + p * TF_PANEL + r % TF_PANEL) * es, row + p * es, es);
 	}
 }
 

@@ -107,25 +107,31 @@ tf_quantize_rows(size_t rows, size_t cols, int8_t *q, float *scale, const float 
 void
 tf_pack_int8(size_t rows, size_t cols, void *out, const int8_t *w, const float *scale)
 {
+	memset(out, 0, tf_int8_packed_size(rows, cols));
+	tf_pack_int8_rows(rows, cols, out, w, scale, 0, rows);
+}
+
+void
+tf_pack_int8_rows(size_t rows, size_t cols, void *out, const int8_t *w, const float *scale,
+				  size_t r0, size_t n)
+{
 	size_t		k4 = groups_of(cols);
 	int8_t	   *panels = out;
-	float	   *sc;
-	int32_t    *sums;
+	float	   *sc = (float *) row_scales(out, rows, cols);
+	int32_t    *sums = (int32_t *) row_sums(out, rows, cols);
 
-	memset(out, 0, tf_int8_packed_size(rows, cols));
-	sc = (float *) row_scales(out, rows, cols);
-	sums = (int32_t *) row_sums(out, rows, cols);
-	for (size_t r = 0; r < rows; r++)
+	for (size_t r = r0; r < r0 + n; r++)
 	{
 		int8_t	   *panel = panels + (r / TF_PANEL) * k4 * TF_PANEL * 4;
+		const int8_t *row = w + (r - r0) * cols;
 		int32_t		s = 0;
 
 		for (size_t c = 0; c < cols; c++)
 		{
-			panel[((c / 4) * TF_PANEL + r % TF_PANEL) * 4 + c % 4] = w[r * cols + c];
-			s += w[r * cols + c];
+			panel[((c / 4) * TF_PANEL + r % TF_PANEL) * 4 + c % 4] = row[c];
+			s += row[c];
 		}
-		sc[r] = scale[r];
+		sc[r] = scale[r - r0];
 		sums[r] = s;
 	}
 }

@@ -117,6 +117,13 @@ size_t		tf_packed_size(size_t rows, size_t cols, TfDType dt);
 
 /* Pack w (rows, cols), row-major, into out (tf_packed_size bytes); not TF_I8. */
 void		tf_pack_panels(size_t rows, size_t cols, void *out, const void *w, TfDType dt);
+/*
+ * Pack rows [r0, r0 + n) of w (rows, cols) into out, w pointing at row r0:
+ * a matrix packed part by part as its bytes arrive.  out must start zeroed
+ * (the padding rows are not written); tf_pack_panels is memset + all rows.
+ */
+void		tf_pack_panel_rows(size_t rows, size_t cols, void *out, const void *w, TfDType dt,
+							   size_t r0, size_t n);
 
 /* out (cols) = row `row` of a packed (rows, cols) matrix, as fp32 (embedding lookups). */
 void		tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType dt,
@@ -154,6 +161,9 @@ void		tf_quantize_rows(size_t rows, size_t cols, int8_t *q, float *scale, const 
 
 /* Pack q (rows, cols) with its row scales into out (tf_packed_size(.., TF_I8) bytes). */
 void		tf_pack_int8(size_t rows, size_t cols, void *out, const int8_t *q, const float *scale);
+/* The same for rows [r0, r0 + n), q and scale pointing at row r0's (out zeroed, as above). */
+void		tf_pack_int8_rows(size_t rows, size_t cols, void *out, const int8_t *q, const float *scale,
+							  size_t r0, size_t n);
 size_t		tf_int8_packed_size(size_t rows, size_t cols);
 void		tf_int8_packed_row(size_t cols, float *out, const void *packed, size_t rows, size_t row);
 

@@ -387,7 +387,9 @@ tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 	if (v.n != nfields)
 		return "the weights are not those of the configuration";
 	set_header(h, m, build, fingerprint, len, nfields, arena_off);
-	memcpy((char *) out + arena_off, arena, arena_len);
+	/* (the arena may have been packed in place, into out itself) */
+	if ((const char *) arena != (char *) out + arena_off)
+		memcpy((char *) out + arena_off, arena, arena_len);
 	h->checksum = tf_checksum64((const char *) out + CHECKED_FROM, len - CHECKED_FROM, 0);
 	return NULL;
 }

@@ -34,7 +34,8 @@ size_t		tf_wfile_size(const TfModel *m, size_t arena_len);
  * [arena, arena + arena_len), to out (tf_wfile_size bytes).  build: the
  * build tag (tf_wfile_build_tag); fingerprint: the version of the model's
  * rows it was built from.  Returns NULL, or why it cannot (a pointer
- * outside the arena).
+ * outside the arena).  The arena may already be in place in out (at
+ * tf_wfile_size(m, 0) bytes): it is then not copied.
  */
 const char *tf_wfile_write(void *out, size_t len, const TfModel *m, const void *arena,
 						   size_t arena_len, const char *build, uint64_t fingerprint);

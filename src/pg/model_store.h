@@ -8,6 +8,8 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "utils/jsonb.h"
 
 #include "model.h"
@@ -29,6 +31,14 @@ typedef struct StoredTensor
 	int			src_file;
 	uint64		src_offset;
 	int			alias_of;		/* an earlier tensor with the same bytes, or -1 */
+	/*
+	 * Or, data NULL, the rows that hold the bytes (parts 0, 1, ... of
+	 * transformer_tensors, column 4 of desc), detoasted one at a time as
+	 * the tensor is packed (ReadModelTensors(..., lazy)).
+	 */
+	HeapTuple  *rows;
+	int			nrows;
+	TupleDesc	desc;
 } StoredTensor;
 
 /* The files of a checkpoint (checkpoint_files.c). */
@@ -143,6 +153,15 @@ extern void ParseGenerationConfig(Jsonb *generation, Jsonb *config, TfConfig *cf
 extern Size BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 							  const char **arena);
 
+/*
+ * The same into an arena the caller gives: zeroed, 64-byte aligned, of at
+ * least ModelArenaBound() bytes (a shared file being written, so that a
+ * model is packed once, straight where it is used).
+ */
+extern Size BuildModelWeightsInto(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+								  char *arena, Size arena_bytes);
+extern Size ModelArenaBound(const TfModel *m, const StoredTensor *tensors, int ntensors);
+
 /* BuildModelWeights()'s checks of names and shapes only (tensors' data unread). */
 extern void CheckModelShapes(TfModel *m, StoredTensor *tensors, int ntensors);
 
@@ -169,9 +188,11 @@ extern void ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name);
 /*
  * The tensors of model `name` (in file order), checked as untrusted rows
  * (ERROR "model is damaged"); inside ExtSpiConnect(): the data lives in
- * SPI's memory until ExtSpiFinish().
+ * SPI's memory until ExtSpiFinish().  lazy: the bytes are not read, only
+ * their rows kept (StoredTensor.rows), for BuildModelWeights() to read
+ * part by part: the peak is then the packed weights and one part.
  */
-extern int	ReadModelTensors(const char *name, StoredTensor **out);
+extern int	ReadModelTensors(const char *name, StoredTensor **out, bool lazy);
 
 /* The core's dtype of a stored tensor (its dtype already checked by TensorDefect). */
 extern TfDType StoredDType(const StoredTensor *t);

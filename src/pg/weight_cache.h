@@ -45,13 +45,17 @@ extern uint64 ModelFingerprint(const char *model, const char *model_row, bool *u
 extern bool MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint);
 
 /*
- * Write cm's weights (in arena, arena_len bytes, allocated in arena_cxt)
- * as the model's shared file and use that instead, deleting arena_cxt; on
- * any failure a WARNING, and cm keeps its own copy.  Fingerprint 0:
- * nothing (rows not committed are never published).
+ * Pack the model's tensors (read lazily: ReadModelTensors(..., true))
+ * straight into a new shared file and point cm's weights into it: the
+ * peak is the packed weights and one part of a tensor, not the tensors,
+ * a private arena and the file.  false, cm's weights unset, if sharing
+ * is off, fingerprint is 0 (rows not committed are never published), or
+ * the file cannot be written (a WARNING or LOG says why): the caller
+ * packs a private copy.  An ERROR while packing (a damaged tensor) removes
+ * the file being written.
  */
-extern void ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint,
-						 const void *arena, Size arena_len, MemoryContext arena_cxt);
+extern bool BuildSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint,
+							   StoredTensor *tensors, int ntensors);
 
 /* Remove the model's files in this database (drop, re-import). */
 extern void RemoveSharedWeights(const char *model);

@@ -9,7 +9,8 @@ VmHWM is read; the peak is VmHWM minus that VmRSS.  The same call's time
 past the timeout (when it was cancelled) is the cancel latency.  Asserts:
   - peak memory per input byte below a bound per function (--max-bytes-per-byte);
   - every call ends within timeout + --max-overshoot-ms, cancelled or not;
-  - above transformer.max_input_bytes (its default), 54000 before the input is read.
+  - above transformer.max_input_bytes (its default), 54000 before the input is read;
+  - a model's first load peaks within 1.3x its packed weights (+ 32 MB), shared or not.
 The input is the review's shape: one endless word of 'a', then "x?" 2048
 times (sentences of one character pair each), in UTF-8 German words where a
 model needs tokens.
@@ -17,8 +18,13 @@ model needs tokens.
     test/limits/run.py [--sizes 1,10,40] [--timeout-ms 400[,600...]] [--only translate,...]    (make limits; needs a server, run as root or postgres: reads /proc)
 """
 import argparse
+import json
+import os
+import shutil
+import struct
 import subprocess
 import sys
+import threading
 import time
 
 DB = "transformer_limits"
@@ -115,6 +121,116 @@ def input_sql(mb):
     return "(repeat('a', %d) || repeat('x?', 2048))" % (n - 4096)
 
 
+# the first load of a model: its peak against the packed weights (issue 40: a model is packed
+# part by part straight where it is used, not read whole, packed, then copied into the shared file)
+LOAD_MODEL = "limits_load"
+LOAD_DIMS = {"vocab_size": 100000, "d_model": 256, "encoder_ffn_dim": 1024, "decoder_ffn_dim": 1024,
+             "encoder_layers": 2, "decoder_layers": 2}
+
+
+def write_load_checkpoint(d):
+    """nllb_tiny's files with a larger configuration (about 117 MB of fp32, mostly the embedding)
+    and random weights, by numpy: only the load's memory is measured, never the text."""
+    import numpy as np
+    fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "checkpoints", "nllb_tiny")
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(fx):
+        if f not in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(fx, f), d)
+    cfg = json.load(open(os.path.join(fx, "config.json")))
+    cfg.update(LOAD_DIMS)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    V, D, F = cfg["vocab_size"], cfg["d_model"], cfg["encoder_ffn_dim"]
+    shapes = {"model.shared.weight": (V, D)}
+    for stack, n in (("encoder", cfg["encoder_layers"]), ("decoder", cfg["decoder_layers"])):
+        for i in range(n):
+            p = "model.%s.layers.%d." % (stack, i)
+            for att in ("self_attn",) + (("encoder_attn",) if stack == "decoder" else ()):
+                for m in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    shapes[p + att + "." + m + ".weight"] = (D, D)
+                    shapes[p + att + "." + m + ".bias"] = (D,)
+                shapes[p + att + "_layer_norm.weight"] = (D,)
+                shapes[p + att + "_layer_norm.bias"] = (D,)
+            shapes[p + "fc1.weight"], shapes[p + "fc1.bias"] = (F, D), (F,)
+            shapes[p + "fc2.weight"], shapes[p + "fc2.bias"] = (D, F), (D,)
+            shapes[p + "final_layer_norm.weight"], shapes[p + "final_layer_norm.bias"] = (D,), (D,)
+        shapes["model.%s.layer_norm.weight" % stack] = (D,)
+        shapes["model.%s.layer_norm.bias" % stack] = (D,)
+    rng = np.random.default_rng(40)
+    header, off = {}, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape)) * 4
+        header[name] = {"dtype": "F32", "shape": list(shape), "offsets": [off, off + n]}
+        off += n
+    h = json.dumps({k: {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": v["offsets"]}
+                    for k, v in header.items()}).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for name, shape in shapes.items():
+            w = (rng.standard_normal(shape, dtype=np.float32) * 0.02) if len(shape) == 2 or "norm" not in name \
+                else np.ones(shape, np.float32)
+            f.write(w.astype("<f4").tobytes())
+    for root, dirs, files in os.walk(d):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+
+
+def load_memory(failures, bound, base_mb):
+    """The first load in a fresh backend, shared weights on and off: the peak of its own memory
+    (RssAnon + RssFile, sampled every 2 ms, over that before it) within bound x the packed
+    weights (the shared file's size) + base_mb."""
+    d = "/tmp/transformer_limits_load_%d" % os.getpid()
+    try:
+        write_load_checkpoint(d)
+        # in parts of 4 MB, as a large model's 64 MB parts are to its size
+        psql("SET client_min_messages = warning; SET transformer.tensor_part_size = '4MB'; "
+             "SELECT import_model('%s', '%s')" % (LOAD_MODEL, d))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    packed = None
+    print("limits: the first load of a model (%s: 117 MB of fp32), peak over the packed weights" % LOAD_MODEL)
+    for shared in ("on", "off"):
+        # a new version of the model's row: a new shared file, built by the next backend to load it
+        psql("UPDATE transformer_models SET name = name WHERE name = '%s'" % LOAD_MODEL)
+        s = Session()
+        pid = int(s.run("SELECT pg_backend_pid()"))
+        s.run("LOAD 'transformer'")
+        s.run("SET transformer.shared_weights = %s" % shared)
+        # the backend's own memory, sampled: RssAnon + RssFile (its allocations, the mapped file);
+        # not RssShmem, the shared buffers it reads the rows through
+        def own():
+            return status_kb(pid, "RssAnon") + status_kb(pid, "RssFile")
+        before, top, done = own(), [0], threading.Event()
+
+        def sample():
+            while not done.is_set():
+                top[0] = max(top[0], own())
+                time.sleep(0.002)
+        th = threading.Thread(target=sample)
+        th.start()
+        t0 = time.monotonic()
+        out = s.run("SELECT cardinality(generate('Ein Hund.', '%s', source_lang => 'deu_Latn', "
+                    "target_lang => 'eng_Latn', max_new_tokens => 2))" % LOAD_MODEL)
+        secs = time.monotonic() - t0
+        done.set()
+        th.join()
+        peak = (max(top[0], own()) - before) / 1024.0
+        if shared == "on":
+            packed = float(s.run("SELECT coalesce(sum(bytes), 0) FROM transformer_weight_files() "
+                                 "WHERE kind = 'weights' AND name = '%s'" % LOAD_MODEL)) / 2**20
+        s.close()
+        print("limits:   shared weights %-3s: %.2f s, peak %.1f MB, packed %.1f MB: %.2fx  %s"
+              % (shared, secs, peak, packed, peak / packed if packed else float("nan"), out[:60]))
+        if not packed:
+            failures.append("the first load: no shared weights file was written")
+            break
+        if "ERROR" in out or peak > bound * packed + base_mb:
+            failures.append("the first load with shared weights %s: %.1f MB at its peak for %.1f MB of packed "
+                            "weights (bound %.1fx + %d MB)  %s" % (shared, peak, packed, bound, base_mb, out[:100]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,10,40")
@@ -128,6 +244,9 @@ def main():
     ap.add_argument("--max-bytes-per-byte", type=float, default=20)
     ap.add_argument("--max-bytes-per-byte-tokens", type=float, default=100)
     ap.add_argument("--max-bytes-per-byte-documents", type=float, default=10)
+    ap.add_argument("--max-load-peak", type=float, default=1.3,
+                    help="the first load's peak, over the packed weights (plus --load-base-mb)")
+    ap.add_argument("--load-base-mb", type=int, default=32)
     ap.add_argument("--only", default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -209,6 +328,9 @@ def main():
                     if past > args.max_overshoot_ms:
                         failures.append("%s at %d MB: ended %.0f ms after the %d ms timeout (bound %.0f ms)"
                                         % (name, mb, past, timeout_ms, args.max_overshoot_ms))
+
+    if not args.only or "load" in args.only.split(","):
+        load_memory(failures, args.max_load_peak, args.load_base_mb)
 
     # memory: the peak over the backend's memory before the call, each size;
     # the model's functions never finish on such inputs: their peak until

@@ -19,7 +19,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(60);
+SELECT plan(62);
 
 CREATE TEMP TABLE fixture (model text, dir text, family text);
 INSERT INTO fixture VALUES
@@ -126,6 +126,23 @@ SELECT is(export_model('nllb_parts', '/tmp/transformer_tap_parts_' || pg_backend
 SELECT is(md5(pg_read_binary_file('/tmp/transformer_tap_parts_' || pg_backend_pid() || '/model.safetensors')),
           (SELECT md5(pg_read_binary_file('/tmp/transformer_tap_parts_' || pg_backend_pid() || '/model.safetensors')) FROM (SELECT export_model('nllb_bin', '/tmp/transformer_tap_parts_' || pg_backend_pid())) x),
           'and its safetensors file is the one of the model stored whole');
+-- parts cut inside a row (997 bytes, rows of 32 to 256 bytes): a model is packed part by part as
+-- it loads, and the rest of a row is carried into the next part
+CREATE FUNCTION pg_temp.resplit(m text, bytes int) RETURNS void LANGUAGE plpgsql AS $$ BEGIN
+  CREATE TEMP TABLE whole AS
+  SELECT name, shape, dtype, min(data_offset) AS data_offset, string_agg(data, ''::bytea ORDER BY part) AS data
+  FROM transformer_tensors WHERE model = m GROUP BY name, shape, dtype;
+  DELETE FROM transformer_tensors WHERE model = m;
+  INSERT INTO transformer_tensors (model, name, shape, dtype, data_offset, data, part)
+  SELECT m, name, shape, dtype, data_offset, substr(data, k * bytes + 1, bytes), k
+  FROM whole, generate_series(0, (length(data) - 1) / bytes) k;
+  DROP TABLE whole;
+END $$;
+SELECT pg_temp.resplit('nllb_parts', 997);
+SELECT is((SELECT count(*)::int FROM decoded a WHERE a.model = 'nllb_bin' AND n <= 20 AND
+             generate((SELECT c->>'text' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n), 'nllb_parts', beam_size => 4,
+                      source_lang => 'deu_Latn', target_lang => (SELECT c->>'tgt_lang' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n)) = a.beam), 20,
+          'and a model in parts cut inside its rows (997 bytes) as well');
 -- parts that do not join up: the rows are untrusted
 UPDATE transformer_tensors SET part = 200 WHERE model = 'nllb_parts' AND name = 'model.shared.weight' AND part = 5;
 SELECT throws_ok($$SELECT generate('Ein Hund.', 'nllb_parts', source_lang => 'deu_Latn', target_lang => 'eng_Latn')$$, 'XX001',
@@ -133,6 +150,15 @@ SELECT throws_ok($$SELECT generate('Ein Hund.', 'nllb_parts', source_lang => 'de
 
 SELECT is(quantize_model('nllb', 'nllb8'), (SELECT import_model('nllb', :'fx' || '/nllb_tiny')), 'quantize_model keeps an NLLB model''s parameters');
 SELECT is((SELECT count(*)::int FROM model_languages('nllb8')), 8, 'and its languages');
+CREATE TEMP TABLE int8_whole AS
+SELECT n, generate((SELECT c->>'text' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n), 'nllb8', beam_size => 4,
+                   source_lang => 'deu_Latn', target_lang => (SELECT c->>'tgt_lang' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n)) AS beam
+FROM decoded a WHERE a.model = 'nllb_bin' AND n <= 10;
+SELECT pg_temp.resplit('nllb8', 997);
+SELECT is((SELECT count(*)::int FROM int8_whole a WHERE
+             generate((SELECT c->>'text' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n), 'nllb8', beam_size => 4,
+                      source_lang => 'deu_Latn', target_lang => (SELECT c->>'tgt_lang' FROM cases WHERE model = 'nllb_bin' AND cases.n = a.n)) = a.beam), 10,
+          'an int8 model in parts cut inside its rows decodes as stored whole');
 
 -- layouts we do not read, and pickles we never run: clear errors (tools/gen_bad_checkpoints.py)
 \set bad :root/test/fixtures/bad_checkpoints

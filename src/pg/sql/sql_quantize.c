@@ -199,7 +199,7 @@ quantize_model(PG_FUNCTION_ARGS)
 				 errdetail("Its configuration, vocabulary or a tokenizer is null."),
 				 errhint("Drop it and import it again.")));
 
-	n = ReadModelTensors(name, &src);
+	n = ReadModelTensors(name, &src, false);
 	dst = MemoryContextAllocZero(caller, sizeof(StoredTensor) * (2 * n + 1));
 	for (int i = 0; i < n; i++)
 	{

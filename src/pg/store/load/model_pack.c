@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "common/int.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -144,6 +145,150 @@ not_finite(const char *name)
 			 errmsg("tensor \"%s\" contains NaN or infinity", name)));
 }
 
+static void
+changed_while_read(const StoredTensor *t)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("model is damaged"),
+			 errdetail("The parts of tensor \"%s\" changed while it was read.", t->name)));
+}
+
+/* The parts of t: its bytes (one), or its rows */
+static inline int
+tensor_parts(const StoredTensor *t)
+{
+	return t->data != NULL ? 1 : t->nrows;
+}
+
+/* Part k of t and its length; *copy: the detoasted copy to pfree, or NULL */
+static const char *
+tensor_part(const StoredTensor *t, int k, Size *len, void **copy)
+{
+	bool		isnull;
+	Datum		d;
+	bytea	   *b;
+
+	*copy = NULL;
+	if (t->data != NULL)
+	{
+		*len = t->nbytes;
+		return t->data;
+	}
+	d = heap_getattr(t->rows[k], 4, t->desc, &isnull);
+	if (isnull)
+		changed_while_read(t);
+	b = DatumGetByteaPP(d);
+	if ((Pointer) b != DatumGetPointer(d))
+		*copy = b;
+	*len = VARSIZE_ANY_EXHDR(b);
+	return VARDATA_ANY(b);
+}
+
+/* The bytes of t whole (a vector's: small); *copy: to pfree, or NULL */
+static const char *
+tensor_bytes(const StoredTensor *t, void **copy)
+{
+	char	   *whole;
+	Size		off = 0;
+
+	if (tensor_parts(t) == 1)
+	{
+		Size		len;
+		const char *p = tensor_part(t, 0, &len, copy);
+
+		if (len != t->nbytes)
+			changed_while_read(t);
+		return p;
+	}
+	whole = MemoryContextAllocExtended(CurrentMemoryContext, Max(t->nbytes, 1), MCXT_ALLOC_HUGE);
+	for (int k = 0; k < t->nrows; k++)
+	{
+		Size		len;
+		void	   *c;
+		const char *p = tensor_part(t, k, &len, &c);
+
+		CHECK_FOR_INTERRUPTS();
+		if (len > t->nbytes - off)
+			changed_while_read(t);
+		memcpy(whole + off, p, len);
+		off += len;
+		if (c)
+			pfree(c);
+	}
+	if (off != t->nbytes)
+		changed_while_read(t);
+	*copy = whole;
+	return whole;
+}
+
+/*
+ * Pack the rows of matrix t (d0, d1) into out (zeroed) as its parts come,
+ * one part detoasted at a time; a row cut between two parts is carried.
+ * scale: an int8 matrix's row scales, else NULL.
+ */
+static void
+pack_streamed(const StoredTensor *t, int64 d0, int64 d1, TfDType dt, void *out, const float *scale)
+{
+	Size		rowb = (Size) d1 * (dt == TF_I8 ? 1 : tf_dtype_size(dt));
+	char	   *carry = palloc(rowb);
+	Size		have = 0;
+	Size		total = 0;
+	int64		r = 0;
+
+	for (int k = 0; k < tensor_parts(t); k++)
+	{
+		Size		len;
+		void	   *copy;
+		const char *p = tensor_part(t, k, &len, &copy);
+		Size		full;
+
+		CHECK_FOR_INTERRUPTS();
+		if (len > t->nbytes - total)
+			changed_while_read(t);
+		total += len;
+		if (have > 0)
+		{
+			Size		take = Min(rowb - have, len);
+
+			memcpy(carry + have, p, take);
+			have += take;
+			p += take;
+			len -= take;
+			if (have < rowb)
+			{
+				if (copy)
+					pfree(copy);
+				continue;
+			}
+			if (dt == TF_I8)
+				tf_pack_int8_rows(d0, d1, out, (const int8_t *) carry, scale + r, r, 1);
+			else
+				tf_pack_panel_rows(d0, d1, out, carry, dt, r, 1);
+			r++;
+			have = 0;
+		}
+		full = len / rowb;
+		if (full > 0)
+		{
+			if (dt == TF_I8)
+				tf_pack_int8_rows(d0, d1, out, (const int8_t *) p, scale + r, r, full);
+			else
+				tf_pack_panel_rows(d0, d1, out, p, dt, r, full);
+			r += full;
+			p += full * rowb;
+			len -= full * rowb;
+		}
+		memcpy(carry, p, len);
+		have = len;
+		if (copy)
+			pfree(copy);
+	}
+	if (r != d0 || have != 0 || total != t->nbytes)
+		changed_while_read(t);
+	pfree(carry);
+}
+
 /* The tensor `name` of shape (d0[, d1]) as fp32 in the arena (see checked_tensor). */
 static const float *
 weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
@@ -151,6 +296,8 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	StoredTensor *t = checked_tensor(wb, name, required, d0, d1);
 	int64		numel = d1 > 0 ? d0 * d1 : d0;
 	float	   *out;
+	const char *bytes;
+	void	   *copy;
 
 	if (t == NULL)
 		return NULL;
@@ -165,7 +312,10 @@ weight(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 		return shape_checked;
 	CHECK_FOR_INTERRUPTS();
 	out = arena_take(wb, sizeof(float) * numel, name);
-	tf_to_float(numel, out, t->data, StoredDType(t));
+	bytes = tensor_bytes(t, &copy);
+	tf_to_float(numel, out, bytes, StoredDType(t));
+	if (copy)
+		pfree(copy);
 	for (int64 i = 0; i < numel; i++)
 		if (!isfinite(out[i]))
 			not_finite(name);
@@ -227,10 +377,11 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("tensor \"%s_scale\" has a negative scale", name)));
-		tf_pack_int8(d0, d1, (void *) mat.data, (const int8_t *) t->data, scale);
+		pack_streamed(t, d0, d1, TF_I8, (void *) mat.data, scale);
 		return mat;
 	}
-	tf_pack_panels(d0, d1, (void *) mat.data, t->data, mat.dtype);
+	/* (the arena is zeroed: the padding rows stay zeros) */
+	pack_streamed(t, d0, d1, mat.dtype, (void *) mat.data, NULL);
 	/* checked in the arena, aligned (the padding is zeros) */
 	numel = tf_packed_size(d0, d1, mat.dtype) / tf_dtype_size(mat.dtype);
 	if (mat.dtype == TF_F32)
@@ -387,42 +538,35 @@ encoder_embeddings(WeightBuilder *wb, MemoryContext cxt)
 }
 
 static Size build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
-						  const char **arena, bool shapes_only);
+						  const char **arena, bool shapes_only, char *into, Size into_bytes);
 
 Size
 BuildModelWeights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 				  const char **arena)
 {
-	return build_weights(m, tensors, ntensors, cxt, arena, false);
+	return build_weights(m, tensors, ntensors, cxt, arena, false, NULL, 0);
+}
+
+Size
+BuildModelWeightsInto(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+					  char *arena, Size arena_bytes)
+{
+	Assert(arena != NULL && TYPEALIGN(ARENA_ALIGN, arena) == (uintptr_t) arena);
+	return build_weights(m, tensors, ntensors, cxt, NULL, false, arena, arena_bytes);
 }
 
 /*
- * The checks of BuildModelWeights() on names and shapes only, before any
- * tensor's bytes are read: an import streams them afterwards (see
- * CheckTensorValues()).  m's weights are left unusable.
+ * The arena's size: matrices as stored, vectors as fp32, each aligned,
+ * plus computed positions and the pad position; ERROR past the limit.
  */
-void
-CheckModelShapes(TfModel *m, StoredTensor *tensors, int ntensors)
+Size
+ModelArenaBound(const TfModel *m, const StoredTensor *tensors, int ntensors)
 {
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "model shapes", ALLOCSET_DEFAULT_SIZES);
-
-	build_weights(m, tensors, ntensors, cxt, NULL, true);
-	MemoryContextDelete(cxt);
-	memset(&m->w, 0, sizeof(m->w));
-}
-
-static Size
-build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
-			  const char **arena, bool shapes_only)
-{
-	TfConfig   *c = &m->cfg;
+	const TfConfig *c = &m->cfg;
 	int			d = c->d_model;
-	WeightBuilder wb;
 	double		bytes = 2.0 * (sizeof(float) * c->max_pos * d + ARENA_ALIGN) +
-		sizeof(float) * d + ARENA_ALIGN;	/* computed positions, the pad position */
-	TfMatrix	shared;
+		sizeof(float) * d + ARENA_ALIGN;
 
-	/* size the arena: matrices as stored, vectors as fp32, aligned */
 	for (int i = 0; i < ntensors; i++)
 	{
 		double		numel = 1;
@@ -441,17 +585,50 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 				 errmsg("model is too large"),
 				 errdetail("Its weights need %.0f bytes; the limit is %zu.",
 						   bytes, (size_t) MAX_WEIGHT_BYTES)));
+	return (Size) bytes;
+}
+
+/*
+ * The checks of BuildModelWeights() on names and shapes only, before any
+ * tensor's bytes are read: an import streams them afterwards (see
+ * CheckTensorValues()).  m's weights are left unusable.
+ */
+void
+CheckModelShapes(TfModel *m, StoredTensor *tensors, int ntensors)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "model shapes", ALLOCSET_DEFAULT_SIZES);
+
+	build_weights(m, tensors, ntensors, cxt, NULL, true, NULL, 0);
+	MemoryContextDelete(cxt);
+	memset(&m->w, 0, sizeof(m->w));
+}
+
+static Size
+build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
+			  const char **arena, bool shapes_only, char *into, Size into_bytes)
+{
+	TfConfig   *c = &m->cfg;
+	int			d = c->d_model;
+	WeightBuilder wb;
+	Size		bytes = ModelArenaBound(m, tensors, ntensors);
+	TfMatrix	shared;
 
 	memset(&wb, 0, sizeof(wb));
 	wb.m = m;
-	wb.from_tables = arena != NULL;
+	wb.from_tables = arena != NULL || into != NULL;
 	wb.tensors = tensors;
 	wb.ntensors = ntensors;
 	wb.used = palloc0(sizeof(bool) * (ntensors + 1));
-	wb.arena_bytes = (Size) bytes;
+	wb.arena_bytes = bytes;
 	wb.shapes_only = shapes_only;
 	/* zeroed: the padding between weights goes into the shared file, which is then the same whoever builds it */
-	if (!shapes_only)
+	if (into != NULL)
+	{
+		if (into_bytes < bytes)
+			elog(ERROR, "weight arena of %zu bytes, %zu needed", (size_t) into_bytes, (size_t) bytes);
+		wb.arena = into;
+	}
+	else if (!shapes_only)
 	{
 		wb.arena = MemoryContextAllocExtended(cxt, wb.arena_bytes + ARENA_ALIGN, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		wb.arena = (char *) TYPEALIGN(ARENA_ALIGN, wb.arena);

@@ -110,7 +110,7 @@ row_bytes(HeapTuple tup, TupleDesc desc, const char **data, Size *len)
 }
 
 int
-ReadModelTensors(const char *name, StoredTensor **out)
+ReadModelTensors(const char *name, StoredTensor **out, bool lazy)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
@@ -164,7 +164,18 @@ ReadModelTensors(const char *name, StoredTensor **out)
 			if (pg_add_size_overflow(total, p.nbytes, &total) || total > MaxAllocHugeSize)
 				damaged(name, psprintf("Tensor \"%s\" is too large.", t->name));
 		}
-		if (last > i + 1)
+		if (lazy)
+		{
+			/* checked whole; its rows kept, to be read part by part when packed */
+			t->nbytes = total;
+			if ((defect = TensorDefect(t)) != NULL)
+				damaged(name, defect);
+			t->nrows = last - i;
+			t->rows = palloc(sizeof(HeapTuple) * t->nrows);
+			memcpy(t->rows, SPI_tuptable->vals + i, sizeof(HeapTuple) * t->nrows);
+			t->desc = SPI_tuptable->tupdesc;
+		}
+		else if (last > i + 1)
 		{
 			/* checked whole before the bytes are joined */
 			Size		off = 0;
@@ -302,13 +313,18 @@ load_model(void *e, const char *name)
 		entry->weight_bytes = entry->shared_file_bytes;
 	else
 	{
-		MemoryContext arena_cxt = AllocSetContextCreate(entry->cxt, "transformer weights",
-														ALLOCSET_DEFAULT_SIZES);
-		const char *arena;
+		/* packed part by part, straight into a new shared file when sharing, else into memory */
+		n = ReadModelTensors(name, &tensors, true);
+		if (BuildSharedWeights(entry, name, fingerprint, tensors, n))
+			entry->weight_bytes = entry->shared_file_bytes;
+		else
+		{
+			MemoryContext arena_cxt = AllocSetContextCreate(entry->cxt, "transformer weights",
+															ALLOCSET_DEFAULT_SIZES);
+			const char *arena;
 
-		n = ReadModelTensors(name, &tensors);
-		entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, arena_cxt, &arena);
-		ShareWeights(entry, name, fingerprint, arena, entry->weight_bytes, arena_cxt);
+			entry->weight_bytes = BuildModelWeights(&entry->model, tensors, n, arena_cxt, &arena);
+		}
 	}
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);

@@ -155,58 +155,76 @@ RemoveSharedWeights(const char *model)
 	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), NULL);
 }
 
-void
-ShareWeights(CachedModel *cm, const char *model, uint64 fingerprint, const void *arena,
-			 Size arena_len, MemoryContext arena_cxt)
+bool
+BuildSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint, StoredTensor *tensors,
+				   int ntensors)
 {
 	static uint32 counter = 0;
 	char	   *path;
 	char	   *tmp;
+	size_t		bound;
 	size_t		len;
+	size_t		used;
+	size_t		final;
 	int			fd;
-	void	   *out;
+	char	   *out;
 	const char *why;
-	TfModel		saved = cm->model;
+	MemoryContext build_cxt;
 
 	if (!transformer_shared_weights || fingerprint == 0)
-		return;
+		return false;
 	path = file_path(model, fingerprint);
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
-	len = tf_wfile_size(&cm->model, arena_len);
+	bound = ModelArenaBound(&cm->model, tensors, ntensors);
+	len = tf_wfile_size(&cm->model, bound);
 
 	fd = SharedFileCreate(tmp, path, len);
 	if (fd < 0)
-		return;
+		return false;
 	out = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CloseTransientFile(fd);
 	if (out == MAP_FAILED)
 	{
 		SharedFileCannotShare("map", tmp);
+		CloseTransientFile(fd);
 		unlink(tmp);
-		return;
+		return false;
 	}
-	why = tf_wfile_write(out, len, &cm->model, arena, arena_len, SharedFileBuildTag(), fingerprint);
+
+	/* packed into the file's arena (zeros, page-aligned: after the header and field table) */
+	build_cxt = AllocSetContextCreate(cm->cxt, "transformer weights build", ALLOCSET_SMALL_SIZES);
+	PG_TRY();
+	{
+		used = BuildModelWeightsInto(&cm->model, tensors, ntensors, build_cxt, out + (len - bound), bound);
+	}
+	PG_CATCH();
+	{
+		munmap(out, len);
+		unlink(tmp);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	final = tf_wfile_size(&cm->model, used);
+	why = tf_wfile_write(out, final, &cm->model, out + (len - bound), used, SharedFileBuildTag(), fingerprint);
 	munmap(out, len);
+	memset(&cm->model.w, 0, sizeof(cm->model.w));
+	MemoryContextDelete(build_cxt);
+	if (why == NULL && final < len && ftruncate(fd, (off_t) final) != 0)
+		why = "could not cut the file to its size";
+	CloseTransientFile(fd);
 	if (why != NULL)
 	{
 		unlink(tmp);
 		elog(WARNING, "could not write shared weights file \"%s\": %s", path, why);
-		return;
+		return false;
 	}
 	if (rename(tmp, path) != 0)
 	{
 		SharedFileCannotShare("rename", tmp);
 		unlink(tmp);
-		return;
+		return false;
 	}
 	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), path);
 	SharedFileSweepOrphans();
-
-	/* from now on the shared copy; the private one goes */
-	if (!map_file(cm, path, fingerprint, false))
-	{
-		cm->model = saved;
-		return;
-	}
-	MemoryContextDelete(arena_cxt);
+	/* (if it cannot be mapped after all, the caller packs a private copy) */
+	return map_file(cm, path, fingerprint, false);
 }
