@@ -6,8 +6,8 @@ OBJS = \
 	src/pg/sql/transformer.o \
 	src/core/tensor_ops.o \
 	src/core/blas.o \
-	src/core/gemm.o \
-	src/core/gemm_int8.o \
+	src/core/dtypes.o src/core/gemm.o \
+	src/core/gemm_int8.o src/core/gemm_bf16.o \
 	src/core/product_parts.o \
 	src/core/threads.o \
 	src/core/attention.o \
@@ -136,7 +136,7 @@ install-models:
 
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
-CORE_SRC = src/core/tensor_ops.c src/core/blas.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
+CORE_SRC = src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c
 # the PyTorch checkpoint reader (torch_pickle.h), in the order its pieces call each other
@@ -382,8 +382,8 @@ bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-int8: bench/bench_int8
-bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/blas.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/blas.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
+bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
 EXTRA_CLEAN = test/unit/test_core test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
@@ -550,7 +550,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/blas.c src/core/gemm.c src/core/gemm_int8.c src/core/product_parts.c src/core/threads.c src/core/online_softmax.c
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/online_softmax.c
 test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm

@@ -1,7 +1,11 @@
 -- bad input: one edge case per line, each a clear ERROR
+-- (first: a setting made before the library loads is kept when it loads)
+SET transformer.compute_type = 'bf16';
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
 RESET client_min_messages;
+SHOW transformer.compute_type;
+RESET transformer.compute_type;
 \set SHOW_CONTEXT never
 
 -- not 2-D

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Translate a Multi30k test set through SQL translate() and score it.
 
-  pg_virtualenv /usr/bin/python3 tools/evaluate.py [--split test_2016_flickr] [--beam 4]
+  pg_virtualenv /usr/bin/python3 tools/evaluate.py [--split test_2016_flickr] [--beam 4] [--set NAME=VALUE]
 
 - loads the bundled model (SELECT import_model('multi30k_de_en')) unless it
   is there, puts the German test sentences in a table and runs
@@ -40,8 +40,9 @@ def psql(sql):
                           capture_output=True, text=True, check=True).stdout
 
 
-def sql_translate(split, beam, factor=None, model=MODEL, plain=False):
-    out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") + """
+def sql_translate(split, beam, factor=None, model=MODEL, plain=False, settings=()):
+    out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") +
+               "".join("SET %s = '%s';" % tuple(s.split("=", 1)) for s in settings) + """
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
 SELECT import_model('%(b)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(b)s') \\g /dev/null
@@ -72,21 +73,23 @@ def main():
     ap.add_argument("--plain", action="store_true",
                     help="each line as one segment with no verbatim spans (keep => '{}', split => false): "
                          "the model's own decoding, as PyTorch's")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the session, e.g. transformer.compute_type=bf16 (repeatable)")
     ap.add_argument("--save", help="write the translations to this file")
     ap.add_argument("--compare", help="count the translations that differ from this file's")
     args = ap.parse_args()
 
     refs = read(args.split, "en")
     t0 = time.time()
-    hyps = sql_translate(args.split, args.beam, args.factor, plain=args.plain)
+    hyps = sql_translate(args.split, args.beam, args.factor, plain=args.plain, settings=args.set)
     elapsed = time.time() - t0
     assert len(hyps) == len(refs), (len(hyps), len(refs))
 
     from nltk.translate.bleu_score import corpus_bleu as nltk_bleu
     ours = corpus_bleu(hyps, [refs])
     nltk = 100 * nltk_bleu([[tokenize_13a(r).split()] for r in refs], [tokenize_13a(h).split() for h in hyps])
-    print("%s, beam %d, %d sentences through SQL in %.0f s: BLEU %.2f (13a; NLTK on the same tokens: %.2f)"
-          % (args.split, args.beam, len(hyps), elapsed, ours, nltk))
+    print("%s, beam %d%s, %d sentences through SQL in %.0f s: BLEU %.2f (13a; NLTK on the same tokens: %.2f)"
+          % (args.split, args.beam, "".join(", " + s for s in args.set), len(hyps), elapsed, ours, nltk))
     if args.save:
         with open(args.save, "w", encoding="utf-8") as f:
             f.write("\n".join(hyps) + "\n")

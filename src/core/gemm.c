@@ -38,71 +38,6 @@
 /* Up to this many rows of a, tf_matmul's products are done here. */
 #define SMALL_M TF_SMALL_M
 
-float
-tf_half_to_float(uint16_t h)
-{
-	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
-	uint32_t	exp = (h >> 10) & 0x1f;
-	uint32_t	mant = h & 0x3ff;
-	uint32_t	bits;
-	float		f;
-
-	if (exp == 0)
-	{
-		/* zero or subnormal: mant · 2^-24 */
-		f = (float) mant * 5.9604644775390625e-8f;
-		return sign ? -f : f;
-	}
-	if (exp == 31)
-		bits = sign | 0x7f800000u | (mant << 13);
-	else
-		bits = sign | ((exp + 112) << 23) | (mant << 13);
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-float
-tf_bf16_to_float(uint16_t h)
-{
-	uint32_t	bits = (uint32_t) h << 16;
-	float		f;
-
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-size_t
-tf_dtype_size(TfDType dt)
-{
-	return dt == TF_F32 ? 4 : dt == TF_I8 ? 1 : 2;
-}
-
-/* element i of w; w need not be aligned (tensors come from bytea) */
-static inline float
-element_to_float(const void *w, TfDType dt, size_t i)
-{
-	float		f;
-	uint16_t	h;
-
-	if (dt == TF_F32)
-	{
-		memcpy(&f, (const char *) w + 4 * i, 4);
-		return f;
-	}
-	memcpy(&h, (const char *) w + 2 * i, 2);
-	return dt == TF_F16 ? tf_half_to_float(h) : tf_bf16_to_float(h);
-}
-
-void
-tf_to_float(size_t n, float *out, const void *w, TfDType dt)
-{
-	if (dt == TF_F32)
-		memcpy(out, w, sizeof(float) * n);
-	else
-		for (size_t i = 0; i < n; i++)
-			out[i] = element_to_float(w, dt, i);
-}
-
 /* ------------------------------------------------------ packed panels */
 
 size_t
@@ -112,6 +47,8 @@ tf_packed_size(size_t rows, size_t cols, TfDType dt)
 
 	if (dt == TF_I8)
 		return tf_int8_packed_size(rows, cols);
+	if (dt == TF_BF16D)
+		return tf_bf16d_packed_size(rows, cols);
 	return panels * TF_PANEL * cols * tf_dtype_size(dt);
 }
 
@@ -150,9 +87,14 @@ tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType 
 		tf_int8_packed_row(cols, out, packed, rows, row);
 		return;
 	}
+	if (dt == TF_BF16D)
+	{
+		tf_bf16d_packed_row(cols, out, packed, row);
+		return;
+	}
 
 	for (size_t p = 0; p < cols; p++)
-		out[p] = element_to_float(packed, dt, base + p * TF_PANEL);
+		tf_to_float(1, out + p, (const char *) packed + (base + p * TF_PANEL) * tf_dtype_size(dt), dt);
 }
 
 /* ------------------------------------------------------------- kernels */
@@ -599,6 +541,7 @@ tf_gemm_kernels(int level)
 	if (lv < 0)
 		return NULL;
 	tf_int8_kernels(lv);
+	tf_bf16_kernels(lv);
 #ifdef TF_X86
 	if (lv == 2)
 		PICK(v4);
@@ -690,6 +633,11 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	{
 		/* the bias is added in the dequantizing step */
 		tf_linear_int8(rows, out_dim, in_dim, y, x, packed, bias);
+		return;
+	}
+	if (dt == TF_BF16D)
+	{
+		tf_linear_bf16d(rows, out_dim, in_dim, y, x, packed, bias);
 		return;
 	}
 	if (gemm_nn == NULL)

@@ -61,6 +61,8 @@ typedef struct TfConfig
 	float		ln_eps;
 	bool		embed_norm;		/* a LayerNorm after the embeddings (BERT's embeddings.LayerNorm) */
 	bool		encoder_only;	/* BERT / XLM-R: no decoder (dec_layers 0) */
+	bool		compute_bf16;	/* not the checkpoint's: the compute type bf16, its
+								 * matrices packed TF_BF16D (transformer.compute_type) */
 	int			token_types;	/* BERT's type_vocab_size (type 0 is folded into enc_pos) */
 	int			pos_offset;		/* the stored position table's first row used:
 								 * XLM-R's padding_idx + 1, else 0 */

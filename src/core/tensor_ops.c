@@ -409,6 +409,8 @@ tf_kernel_family(TfKernelFamily family)
 			return NAME_OF(gelu, gelu);
 		case TF_KERNELS_VECTOR:
 			return NAME_OF(dot, dot);
+		case TF_KERNELS_BF16:
+			return tf_bf16_kernels_in_effect();
 	}
 	return "none";
 }
@@ -417,7 +419,7 @@ const char *
 tf_kernel_family_name(TfKernelFamily family)
 {
 	static const char *const names[TF_KERNEL_FAMILIES] = {
-		"fp32", "int8", "softmax", "norms", "activations", "vector"
+		"fp32", "int8", "softmax", "norms", "activations", "vector", "bf16"
 	};
 
 	return family >= 0 && family < TF_KERNEL_FAMILIES ? names[family] : "?";

@@ -26,7 +26,8 @@ typedef enum TfDType
 	TF_F32,
 	TF_F16,
 	TF_BF16,
-	TF_I8
+	TF_I8,
+	TF_BF16D					/* packed only: bf16 computed in bf16 (gemm_bf16.c) */
 } TfDType;
 
 /*
@@ -66,9 +67,10 @@ typedef enum TfKernelFamily
 	TF_KERNELS_SOFTMAX,			/* tf_softmax_rows, tf_log_sum_exp */
 	TF_KERNELS_NORMS,			/* tf_layer_norm */
 	TF_KERNELS_ACTIVATIONS,		/* tf_relu, tf_gelu, tf_silu */
-	TF_KERNELS_VECTOR			/* tf_dot, tf_all_finite */
+	TF_KERNELS_VECTOR,			/* tf_dot, tf_all_finite */
+	TF_KERNELS_BF16				/* tf_linear on TF_BF16D (the compute type bf16) */
 } TfKernelFamily;
-#define TF_KERNEL_FAMILIES 6
+#define TF_KERNEL_FAMILIES 7
 
 /*
  * The kernels in effect for a family, read from the function pointers
@@ -177,6 +179,32 @@ void		tf_quantize_input(size_t k, uint8_t *q, float *scale, int32_t *zero, const
 /* tf_linear on int8 weights (in_dim <= TF_INT8_MAX_IN). */
 void		tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 						   const void *packed, const float *bias);
+
+/* ---- bf16 computed in bf16, the opt-in compute type (gemm_bf16.c) ---- */
+
+/* The largest input dimension of a TF_BF16D matrix (a row of x rounded on the stack). */
+#define TF_BF16_MAX_IN 65536
+
+/*
+ * Pack rows [r0, r0 + n) of w (rows, cols) of dtype src (F32, F16, BF16),
+ * w pointing at row r0, as TF_BF16D: rounded to bf16 (to nearest even), in
+ * panels of pairs of columns.  out zeroed first (tf_packed_size bytes).
+ */
+void		tf_pack_bf16d_rows(size_t rows, size_t cols, void *out, const void *w, TfDType src,
+							   size_t r0, size_t n);
+size_t		tf_bf16d_packed_size(size_t rows, size_t cols);
+void		tf_bf16d_packed_row(size_t cols, float *out, const void *packed, size_t row);
+
+/*
+ * tf_linear on TF_BF16D weights (in_dim <= TF_BF16_MAX_IN): x rounded to
+ * bf16, products summed in fp32 as AVX512_BF16's vdpbf16ps does.
+ */
+void		tf_linear_bf16d(int rows, int out_dim, int in_dim, float *y, const float *x,
+							const void *packed, const float *bias);
+
+/* Choose the bf16 kernels: AVX512_BF16 at level 2 or -1 where the CPU has it, else portable. */
+const char *tf_bf16_kernels(int level);
+const char *tf_bf16_kernels_in_effect(void);
 
 /*
  * Choose the int8 kernels (as tf_gemm_kernels, which calls it): -1 the

@@ -188,7 +188,7 @@ field(Visit *v, const void **p, TfDType *dtype, size_t rows, size_t cols, int op
 	}
 	if (dtype)
 	{
-		if (f->dtype > TF_I8)
+		if (f->dtype > TF_BF16D)
 		{
 			v->error = "a matrix has an unknown dtype";
 			return;

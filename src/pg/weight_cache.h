@@ -74,6 +74,8 @@ extern char *SharedFileClusterPrefix(void);
 #define FILE_SUFFIX ".tfw"
 #define TEMP_PREFIX "tmp."
 #define TOK_PREFIX "tok_"
+/* a model's weights with the compute type bf16 (transformer.compute_type): another file */
+#define BF16_PREFIX "b16_"
 
 /* A mapping, released with the cache entry's memory (SharedFileUnmap as its reset callback). */
 typedef struct SharedMapping

@@ -32,7 +32,7 @@ SELECT substring(transformer_version() FROM 'kernels: fp32 ([a-z0-9]+)') AS best
 SELECT set_config('pg_temp_auto.best', :'best', true) \g /dev/null
 SELECT matches(transformer_version(),
   '; kernels: fp32 ' || :'best' || ', int8 [a-z0-9]+, softmax ' || :'best' || ', norms ' || :'best' ||
-  ', activations ' || :'best' || ', vector ' || :'best' || ' \(transformer.cpu_kernels auto\);',
+  ', activations ' || :'best' || ', vector ' || :'best' || ', bf16 (avx512bf16|portable) \(transformer.cpu_kernels auto\);',
   'auto: every family runs the best this CPU has (' || :'best' || ')');
 
 CREATE FUNCTION pg_temp.has(level text) RETURNS boolean LANGUAGE sql AS $$
@@ -103,6 +103,7 @@ BEGIN
   RETURN NEXT matches(v, '; kernels: fp32 ' || level || ', int8 ' ||
                       CASE level WHEN 'avx512' THEN '(avx512vnni|avx2)' ELSE level END || ', softmax ' || level ||
                       ', norms ' || level || ', activations ' || level || ', vector ' || level ||
+                      ', bf16 ' || CASE level WHEN 'avx512' THEN '(avx512bf16|portable)' ELSE 'portable' END ||
                       ' \(transformer.cpu_kernels ' || level || '\);',
                       level || ': transformer_version() names every family at ' || level);
   RETURN NEXT matches(v, '\(core ' || CASE level WHEN 'avx512' THEN '(SkylakeX|Cooperlake|SapphireRapids)'
@@ -124,7 +125,7 @@ SELECT * FROM pg_temp.under('avx512');
 -- back to auto: the best again, and the same results
 RESET transformer.cpu_kernels;
 SELECT matches(transformer_version(), '; kernels: fp32 ' || :'best' || ', int8 [a-z0-9]+, softmax ' || :'best' ||
-  ', norms ' || :'best' || ', activations ' || :'best' || ', vector ' || :'best' || ' \(transformer.cpu_kernels auto\);',
+  ', norms ' || :'best' || ', activations ' || :'best' || ', vector ' || :'best' || ', bf16 (avx512bf16|portable) \(transformer.cpu_kernels auto\);',
   'RESET: every family back to ' || :'best');
 SELECT is(pg_temp.translations(), :'auto_text'::text[], 'RESET: the same translations');
 

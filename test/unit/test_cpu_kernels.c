@@ -359,6 +359,117 @@ test_fp32(const char *level)
 	}
 }
 
+/* outputs of test_bf16d: 1·200 + 2·300 + 3·129 + 13·100 + 40·64 */
+#define NB16D (200 + 600 + 387 + 1300 + 2560)
+
+/* f to bf16 to nearest even, written apart from gemm_bf16.c's (the reference of the test) */
+static float
+bf16_round(float f)
+{
+	uint32_t	u;
+
+	memcpy(&u, &f, 4);
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/*
+ * bf16 computed in bf16 (TF_BF16D): against the definition, each output
+ * summed in fp32 pair by pair (the odd column's product, then the even
+ * one's) of the bf16-rounded x and W, bitwise; and against double on the
+ * fp32 values, within bf16's precision.  The result is kept for the
+ * bitwise check between levels.
+ */
+static void
+test_bf16d(const char *level, float **keep)
+{
+	static const int shapes[][3] = {{1, 200, 33}, {2, 300, 64}, {3, 129, 65}, {13, 100, 257}, {40, 64, 96}};
+	size_t		total = 0,
+				at = 0;
+
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		total += (size_t) shapes[s][0] * shapes[s][1];
+	*keep = xmalloc(sizeof(float) * total);
+	srand(17);
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+	{
+		int			m = shapes[s][0],
+					n = shapes[s][1],
+					k = shapes[s][2];
+		float	   *x = xmalloc(sizeof(float) * m * k);
+		float	   *w = xmalloc(sizeof(float) * n * k);
+		float	   *bias = xmalloc(sizeof(float) * n);
+		void	   *packed = xmalloc(tf_packed_size(n, k, TF_BF16D));
+		float	   *y = xmalloc(sizeof(float) * m * n);
+		float	   *row = xmalloc(sizeof(float) * k);
+		double	   *ref = xmalloc(sizeof(double) * m * n);
+		double	   *exact = xmalloc(sizeof(double) * m * n);
+		int			same = 1,
+					rows_ok = 1;
+		char		what[64];
+
+		for (int i = 0; i < m * k; i++)
+			x[i] = frand(-2.0f, 2.0f);
+		for (int i = 0; i < n * k; i++)
+			w[i] = frand(-0.5f, 0.5f);
+		for (int j = 0; j < n; j++)
+			bias[j] = frand(-1.0f, 1.0f);
+		/* packed in two calls, as a model's parts come */
+		tf_pack_bf16d_rows(n, k, packed, w, TF_F32, 0, n / 3);
+		tf_pack_bf16d_rows(n, k, packed, w + (size_t) (n / 3) * k, TF_F32, n / 3, n - n / 3);
+		for (int j = 0; j < n; j++)
+		{
+			tf_packed_row(n, k, row, packed, TF_BF16D, j);
+			for (int p = 0; p < k; p++)
+				rows_ok &= row[p] == bf16_round(w[j * k + p]);
+		}
+		for (int r = 0; r < m; r++)
+			for (int j = 0; j < n; j++)
+			{
+				float		acc = 0.0f;
+				double		d = 0.0;
+
+				for (int p = 0; p < k; p += 2)
+				{
+					if (p + 1 < k)
+					{
+						volatile float t = bf16_round(x[r * k + p + 1]) * bf16_round(w[j * k + p + 1]);
+
+						acc += t;
+					}
+					{
+						volatile float t = bf16_round(x[r * k + p]) * bf16_round(w[j * k + p]);
+
+						acc += t;
+					}
+				}
+				for (int p = 0; p < k; p++)
+					d += (double) x[r * k + p] * w[j * k + p];
+				ref[r * n + j] = (double) (acc + bias[j]);
+				exact[r * n + j] = d + bias[j];
+			}
+		tf_linear(m, n, k, y, x, packed, TF_BF16D, bias);
+		for (int i = 0; i < m * n; i++)
+			same &= y[i] == (float) ref[i];
+		snprintf(what, sizeof(what), "bf16d %dx%dx%d as defined", m, n, k);
+		ok(same && rows_ok, what, level);
+		/* bf16 keeps 8 bits: a sum of k products of numbers each within 2^-8 */
+		snprintf(what, sizeof(what), "bf16d %dx%dx%d vs fp32", m, n, k);
+		check_close(what, level, y, exact, (size_t) m * n, 0.02 * sqrt((double) k), 0.0);
+		memcpy(*keep + at, y, sizeof(float) * m * n);
+		at += (size_t) m * n;
+		free(x);
+		free(w);
+		free(bias);
+		free(packed);
+		free(y);
+		free(row);
+		free(ref);
+		free(exact);
+	}
+}
+
 /* int8 products against double on the same quantized values; the result is kept for the bitwise check */
 static void
 test_int8(const char *level, float **keep)
@@ -426,6 +537,9 @@ check_families(int level, const char *name)
 
 		if (f == TF_KERNELS_INT8 && level == TF_LEVEL_AVX512)
 			good = strcmp(got, "avx512vnni") == 0 || strcmp(got, "avx2") == 0;
+		/* bf16 dot products: AVX512_BF16 where the CPU has it, else the portable sums */
+		if (f == TF_KERNELS_BF16)
+			good = strcmp(got, "portable") == 0 || (level == TF_LEVEL_AVX512 && strcmp(got, "avx512bf16") == 0);
 		snprintf(what, sizeof(what), "family %s reports %s", tf_kernel_family_name(f), got);
 		ok(good, what, name);
 	}
@@ -505,7 +619,8 @@ main(void)
 	float	   *base_soft = NULL,
 			   *base_norm = NULL,
 			   *base_act = NULL,
-			   *base_i8 = NULL;
+			   *base_i8 = NULL,
+			   *base_b16 = NULL;
 
 	test_blas_on_demand();
 	blas_auto = tf_blas_init();
@@ -523,7 +638,8 @@ main(void)
 		float	   *soft,
 				   *norm,
 				   *act,
-				   *i8;
+				   *i8,
+				   *b16;
 
 		if (tf_cpu_level(level) < 0)
 		{
@@ -540,15 +656,19 @@ main(void)
 		test_vector(names[level]);
 		test_fp32(names[level]);
 		test_int8(names[level], &i8);
+		test_bf16d(names[level], &b16);
 		if (level == TF_LEVEL_PORTABLE)
 		{
 			base_soft = soft;
 			base_norm = norm;
 			base_act = act;
 			base_i8 = i8;
+			base_b16 = b16;
 			continue;
 		}
 		ok(same_bits(i8, base_i8, 9 * 100), "int8 bitwise the same as portable", names[level]);
+		ok(same_bits(b16, base_b16, NB16D), "bf16d bitwise the same as portable", names[level]);
+		free(b16);
 		if (level == TF_LEVEL_AVX2)
 		{
 			ok(same_bits(soft, base_soft, nsoft), "softmax bitwise the same as portable", names[level]);
@@ -574,6 +694,7 @@ main(void)
 	free(base_norm);
 	free(base_act);
 	free(base_i8);
+	free(base_b16);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

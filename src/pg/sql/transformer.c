@@ -210,13 +210,14 @@ _PG_init(void)
 
 	InitWeightCache();
 	InitInputLimit();
-	MarkGUCPrefixReserved("transformer");
 
 	spm_interrupt_hook = check_interrupts;
 	spm_interrupt_pending = interrupts_pending;
 	InitTokenizerCache();
 	InitModelCache();
 	InitDecodeWorkspace();
+	/* after every setting is defined: a placeholder of one defined later would be dropped */
+	MarkGUCPrefixReserved("transformer");
 	apply_threads(call_threads, max_threads);
 
 	/* the first use of the library in a database after a server start: its jobs' supervisor */

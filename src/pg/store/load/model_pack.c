@@ -75,6 +75,15 @@ StoredDType(const StoredTensor *t)
 	return TF_F32;
 }
 
+/* The dtype a stored matrix is packed in: its own, or TF_BF16D with the compute type bf16 (int8 stays) */
+static TfDType
+packed_dtype(const TfModel *m, const StoredTensor *t)
+{
+	TfDType		dt = StoredDType(t);
+
+	return m->cfg.compute_bf16 && dt != TF_I8 ? TF_BF16D : dt;
+}
+
 /* Kept in its stored dtype (a matrix) or converted to fp32 (a vector)? */
 static bool
 kept_as_stored(const StoredTensor *t)
@@ -225,12 +234,26 @@ tensor_bytes(const StoredTensor *t, void **copy)
 /*
  * Pack the rows of matrix t (d0, d1) into out (zeroed) as its parts come,
  * one part detoasted at a time; a row cut between two parts is carried.
- * scale: an int8 matrix's row scales, else NULL.
+ * scale: an int8 matrix's row scales, else NULL.  dt: how it is packed,
+ * its stored dtype or TF_BF16D.
  */
+static void
+pack_rows(int64 d0, int64 d1, TfDType src, TfDType dt, void *out, const char *p, const float *scale,
+		  int64 r, Size n)
+{
+	if (dt == TF_I8)
+		tf_pack_int8_rows(d0, d1, out, (const int8_t *) p, scale + r, r, n);
+	else if (dt == TF_BF16D)
+		tf_pack_bf16d_rows(d0, d1, out, p, src, r, n);
+	else
+		tf_pack_panel_rows(d0, d1, out, p, dt, r, n);
+}
+
 static void
 pack_streamed(const StoredTensor *t, int64 d0, int64 d1, TfDType dt, void *out, const float *scale)
 {
-	Size		rowb = (Size) d1 * (dt == TF_I8 ? 1 : tf_dtype_size(dt));
+	TfDType		src = StoredDType(t);
+	Size		rowb = (Size) d1 * (src == TF_I8 ? 1 : tf_dtype_size(src));
 	char	   *carry = palloc(rowb);
 	Size		have = 0;
 	Size		total = 0;
@@ -261,20 +284,14 @@ pack_streamed(const StoredTensor *t, int64 d0, int64 d1, TfDType dt, void *out, 
 					pfree(copy);
 				continue;
 			}
-			if (dt == TF_I8)
-				tf_pack_int8_rows(d0, d1, out, (const int8_t *) carry, scale + r, r, 1);
-			else
-				tf_pack_panel_rows(d0, d1, out, carry, dt, r, 1);
+			pack_rows(d0, d1, src, dt, out, carry, scale, r, 1);
 			r++;
 			have = 0;
 		}
 		full = len / rowb;
 		if (full > 0)
 		{
-			if (dt == TF_I8)
-				tf_pack_int8_rows(d0, d1, out, (const int8_t *) p, scale + r, r, full);
-			else
-				tf_pack_panel_rows(d0, d1, out, p, dt, r, full);
+			pack_rows(d0, d1, src, dt, out, p, scale, r, full);
 			r += full;
 			p += full * rowb;
 			len -= full * rowb;
@@ -351,6 +368,13 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 		return mat;
 	}
 	CHECK_FOR_INTERRUPTS();
+	mat.dtype = packed_dtype(wb->m, t);
+	if (mat.dtype == TF_BF16D && d1 > TF_BF16_MAX_IN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("matrix \"%s\" has %lld input columns; the compute type bf16 supports at most %d",
+						name, (long long) d1, TF_BF16_MAX_IN),
+				 errhint("Use transformer.compute_type = 'default' for this model.")));
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
 	if (mat.dtype == TF_I8)
 	{
@@ -394,7 +418,7 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 	}
 	else
 	{
-		/* all exponent bits set: infinity or NaN */
+		/* all exponent bits set: infinity or NaN (bf16's too, which rounding may reach) */
 		uint16		mask = mat.dtype == TF_F16 ? 0x7c00 : 0x7f80;
 		const uint16 *h = mat.data;
 
@@ -575,7 +599,7 @@ ModelArenaBound(const TfModel *m, const StoredTensor *tensors, int ntensors)
 			numel *= (double) tensors[i].shape[k];
 		if (kept_as_stored(&tensors[i]))
 			bytes += (double) tf_packed_size(tensors[i].shape[0], tensors[i].shape[1],
-											 StoredDType(&tensors[i])) + ARENA_ALIGN;
+											 packed_dtype(m, &tensors[i])) + ARENA_ALIGN;
 		else
 			bytes += numel * sizeof(float) + ARENA_ALIGN;
 	}

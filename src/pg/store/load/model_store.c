@@ -14,6 +14,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -26,6 +27,7 @@
 #define MAX_TENSOR_ROWS (4 * MAX_TENSORS)
 
 static void load_model(void *entry, const char *name);
+static void load_model_bf16(void *entry, const char *name);
 
 /* models this backend loaded (a lookup that changes it missed the cache) */
 static uint64 model_loads = 0;
@@ -37,12 +39,51 @@ static BackendCache model_cache = {
 	.load = load_model,
 };
 
+/* the same models with the compute type bf16: other weights, kept apart */
+static BackendCache model_cache_bf16 = {
+	.name = "transformer models (bf16)",
+	.tables = {"transformer_models", "transformer_tensors"},
+	.entrysize = sizeof(CachedModel),
+	.load = load_model_bf16,
+};
+
+/* transformer.compute_type */
+typedef enum ComputeType
+{
+	COMPUTE_DEFAULT,
+	COMPUTE_BF16
+} ComputeType;
+
+static const struct config_enum_entry compute_types[] = {
+	{"default", COMPUTE_DEFAULT, false},
+	{"bf16", COMPUTE_BF16, false},
+	{"bfloat16", COMPUTE_BF16, true},
+	{NULL, 0, false}
+};
+
+static int	compute_type = COMPUTE_DEFAULT;
+
+/* the load in progress is of the bf16 cache */
+static bool loading_bf16 = false;
+
 /* -------------------------------------------------------------- cache */
 
 void
 InitModelCache(void)
 {
 	BackendCacheInit(&model_cache);
+	BackendCacheInit(&model_cache_bf16);
+	DefineCustomEnumVariable("transformer.compute_type",
+							 "Sets the arithmetic of models' weight matrices.",
+							 "default: as stored (fp32, fp16 or bf16 weights, fp32 arithmetic; int8 as int8). "
+							 "bf16: fp32, fp16 and bf16 matrices rounded to bf16 and multiplied in bf16 "
+							 "(AVX512_BF16 where the CPU has it), summed in fp32; a copy of each model apart.",
+							 &compute_type,
+							 COMPUTE_DEFAULT,
+							 compute_types,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 static void
@@ -244,6 +285,9 @@ load_model(void *e, const char *name)
 	uint64		fingerprint;
 	char	   *version;
 
+	bool		bf16 = loading_bf16;
+
+	loading_bf16 = false;		/* (this load's alone, not a nested one's) */
 	model_loads++;
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
@@ -280,6 +324,7 @@ load_model(void *e, const char *name)
 	strlcpy(entry->source_tokenizer, TextDatumGetCString(d[1]), NAMEDATALEN);
 	strlcpy(entry->target_tokenizer, TextDatumGetCString(d[2]), NAMEDATALEN);
 	ParseModelConfig(DatumGetJsonbP(d[0]), &entry->model.cfg);
+	entry->model.cfg.compute_bf16 = bf16;
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
 	{
@@ -329,6 +374,22 @@ load_model(void *e, const char *name)
 	MemoryContextSwitchTo(caller);
 	ExtSpiFinish(level);
 	error_context_stack = errcb.previous;
+}
+
+/* load_model() for the bf16 cache: the compute type goes with the entry */
+static void
+load_model_bf16(void *e, const char *name)
+{
+	loading_bf16 = true;
+	PG_TRY();
+	{
+		load_model(e, name);
+	}
+	PG_FINALLY();
+	{
+		loading_bf16 = false;
+	}
+	PG_END_TRY();
 }
 
 CachedModel *
@@ -417,7 +478,8 @@ GetModel(const char *name)
 		model_use_hook();		/* the jobs' supervisor, at the first use after a server start */
 	{
 		uint64		before = model_loads;
-		CachedModel *cm = (CachedModel *) BackendCacheGet(&model_cache, name);
+		CachedModel *cm = (CachedModel *) BackendCacheGet(compute_type == COMPUTE_BF16 ?
+														  &model_cache_bf16 : &model_cache, name);
 
 		RecordModelCache(name, model_loads == before);
 		return cm;

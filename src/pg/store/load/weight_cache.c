@@ -83,10 +83,17 @@ InitWeightCache(void)
 							   NULL, NULL, NULL);
 }
 
+/* the prefix of the model's files of cm's compute type */
 static char *
-file_path(const char *model, uint64 fingerprint)
+model_prefix(const CachedModel *cm, const char *model)
 {
-	return psprintf("%s/%s%016llx%s", transformer_weight_cache_dir, SharedFilePrefix(MyDatabaseId, model),
+	return psprintf("%s%s", cm->model.cfg.compute_bf16 ? BF16_PREFIX : "", SharedFilePrefix(MyDatabaseId, model));
+}
+
+static char *
+file_path(const CachedModel *cm, const char *model, uint64 fingerprint)
+{
+	return psprintf("%s/%s%016llx%s", transformer_weight_cache_dir, model_prefix(cm, model),
 					(unsigned long long) fingerprint, FILE_SUFFIX);
 }
 
@@ -146,13 +153,14 @@ MapSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint)
 	if (!transformer_shared_weights)
 		return false;
 	SharedFileSweepAfterStart();
-	return map_file(cm, file_path(model, fingerprint), fingerprint, true);
+	return map_file(cm, file_path(cm, model, fingerprint), fingerprint, true);
 }
 
 void
 RemoveSharedWeights(const char *model)
 {
 	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), NULL);
+	SharedFileRemovePrefixed(psprintf(BF16_PREFIX "%s", SharedFilePrefix(MyDatabaseId, model)), NULL);
 }
 
 bool
@@ -173,7 +181,7 @@ BuildSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint, Store
 
 	if (!transformer_shared_weights || fingerprint == 0)
 		return false;
-	path = file_path(model, fingerprint);
+	path = file_path(cm, model, fingerprint);
 	tmp = psprintf("%s/" TEMP_PREFIX "%d.%u", transformer_weight_cache_dir, MyProcPid, counter++);
 	bound = ModelArenaBound(&cm->model, tensors, ntensors);
 	len = tf_wfile_size(&cm->model, bound);
@@ -223,7 +231,7 @@ BuildSharedWeights(CachedModel *cm, const char *model, uint64 fingerprint, Store
 		unlink(tmp);
 		return false;
 	}
-	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), path);
+	SharedFileRemovePrefixed(model_prefix(cm, model), path);
 	SharedFileSweepOrphans();
 	/* (if it cannot be mapped after all, the caller packs a private copy) */
 	return map_file(cm, path, fingerprint, false);

@@ -41,6 +41,7 @@ typedef struct FileInfo
 {
 	bool		parsed;
 	bool		tok;
+	bool		bf16;			/* a model's weights with the compute type bf16 */
 	Oid			db;
 	char		name[NAMEDATALEN];
 	const char *state;
@@ -58,7 +59,8 @@ file_info(const char *d_name)
 
 	memset(&fi, 0, sizeof(fi));
 	fi.tok = strncmp(d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
-	rest = d_name + (fi.tok ? strlen(TOK_PREFIX) : 0);
+	fi.bf16 = strncmp(d_name, BF16_PREFIX, strlen(BF16_PREFIX)) == 0;
+	rest = d_name + (fi.tok ? strlen(TOK_PREFIX) : fi.bf16 ? strlen(BF16_PREFIX) : 0);
 	fi.state = "unknown";
 	if (strncmp(d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
 		fi.state = "being written";
@@ -175,7 +177,8 @@ remove_cluster_files(void)
 {
 	const char *mine = SharedFileClusterPrefix();
 	int			removed = SharedFileRemovePrefixed(mine, NULL) +
-		SharedFileRemovePrefixed(psprintf(TOK_PREFIX "%s", mine), NULL);
+		SharedFileRemovePrefixed(psprintf(TOK_PREFIX "%s", mine), NULL) +
+		SharedFileRemovePrefixed(psprintf(BF16_PREFIX "%s", mine), NULL);
 
 	if (removed > 0)
 		elog(LOG, "removed %d shared weights files left from before the server started", removed);
@@ -253,7 +256,7 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 			continue;
 		fi = file_info(de->d_name);
 		values[0] = CStringGetTextDatum(de->d_name);
-		values[1] = CStringGetTextDatum(fi.tok ? "tokenizer" : "weights");
+		values[1] = CStringGetTextDatum(fi.tok ? "tokenizer" : fi.bf16 ? "weights bf16" : "weights");
 		if (fi.parsed)
 		{
 			values[2] = ObjectIdGetDatum(fi.db);
