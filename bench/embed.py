@@ -16,6 +16,7 @@ training set (N = 5,000: 10,000 texts), in that order.
      tokenize():     SELECT count(tokenize(t, m || '/source')) FROM bench_texts,
                      the tokenizer alone, to estimate its share
      int8:           embed(text[]) on quantize_model(m, m || '_i8')
+     bf16 (--bf16):  embed(text[]) with SET transformer.compute_type = 'bf16'
 2. PyTorch fp32: tools/bert_torch.py's rule-by-rule port of BertModel /
    XLMRobertaModel + Pooling + Normalize (load_encoder()), one thread,
    torch.inference_mode(); sentence-transformers' batching: texts sorted by
@@ -59,7 +60,7 @@ and exits.
 
 Usage: pg_virtualenv -t bench/embed.py [-n 5000] [--reps 3] [--models bundled,minilm]
            [--bundled auto|trained|random] [--sql-batch 256,32] [--batches 32,256]
-           [--no-int8] [--no-row] [--perf] [--quick] [--torch-malloc keep|default]
+           [--no-int8] [--bf16] [--no-row] [--perf] [--quick] [--torch-malloc keep|default]
            [--coretype server|env|NAME]
        bench/embed.py --make-minilm DIR
 Needs node (bench/embed_ort.mjs finds onnxruntime-node in
@@ -512,6 +513,8 @@ class Bench:
         self.q("SELECT count(embed(t, %s)) FROM bench_texts WHERE i < 10" % bl.quote(m))
         if not a.no_int8:
             self.q("SELECT count(*) FROM embed(%s, %s)" % (first, bl.quote(m + "_i8")))
+        if a.bf16:
+            self.ours("SELECT count(*) FROM embed(%s, %s)" % (first, bl.quote(m)), "bf16")
         for B in a.batches:
             with torch.inference_mode():
                 model(batches[B][0][1], batches[B][0][2])
@@ -525,6 +528,8 @@ class Bench:
         sides.append(("ours", "tokenize()", lambda: self.ours(sql_tok)))
         if not a.no_int8:
             sides.append(("ours int8", "embed(text[])", lambda: self.ours(sql_array(K, m + "_i8"))))
+        if a.bf16:
+            sides.append(("ours bf16", "embed(text[])", lambda: self.ours(sql_array(K), "bf16")))
         torch_emb = {}
         for B in a.batches:
             def tp(B=B):
@@ -588,6 +593,14 @@ class Bench:
             i8 = np.array([vec(line.split("|", 1)[1]) for line in got])
             agree["ours int8 vs ours fp32"] = cosines(i8, ours_row)
             agree["ours int8 vs PyTorch fp32"] = cosines(i8, ref[sample])
+        if a.bf16:
+            self.q("SET transformer.compute_type = 'bf16'")
+            got = self.q("SELECT i, embed(t, %s) FROM bench_texts WHERE i = ANY('{%s}') ORDER BY i"
+                         % (bl.quote(m), ",".join(map(str, sample)))).splitlines()
+            self.q("RESET transformer.compute_type")
+            b16 = np.array([vec(line.split("|", 1)[1]) for line in got])
+            agree["ours bf16 vs ours fp32"] = cosines(b16, ours_row)
+            agree["ours bf16 vs PyTorch fp32"] = cosines(b16, ref[sample])
         for k, c in agree.items():
             log("  cosine, %s: %s" % (k, cos_summary(c)))
         ort.close()
@@ -612,10 +625,16 @@ class Bench:
         self.cfg, self.nparams = cfg, nparams
         return self
 
-    def ours(self, sql):
-        c0 = self.backend_ticks()
-        secs = self.timed(sql)
-        return secs, (self.backend_ticks() - c0) / os.sysconf("SC_CLK_TCK")
+    def ours(self, sql, compute_type=None):
+        if compute_type:
+            self.q("SET transformer.compute_type = %s" % bl.quote(compute_type))
+        try:
+            c0 = self.backend_ticks()
+            secs = self.timed(sql)
+            return secs, (self.backend_ticks() - c0) / os.sysconf("SC_CLK_TCK")
+        finally:
+            if compute_type:
+                self.q("RESET transformer.compute_type")
 
     def perf(self, sql, what):
         data = os.path.join(self.work, "perf.data")
@@ -714,6 +733,8 @@ def main():
                     help="texts per embed(text[]) call; the first is the headline, the others for comparison")
     ap.add_argument("--batches", default="32,256", help="PyTorch and ONNX Runtime batch sizes")
     ap.add_argument("--no-int8", action="store_true")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also embed(text[]) with SET transformer.compute_type = 'bf16' (AVX512_BF16)")
     ap.add_argument("--no-row", action="store_true", help="leave out the one-call-a-row form")
     ap.add_argument("--perf", action="store_true", help="perf record -g the backend during one more pass")
     ap.add_argument("--quick", action="store_true", help="-n 250 --reps 1")
