@@ -356,7 +356,9 @@ class Model:
     translators, the tokenizers and the generation settings."""
 
     def __init__(self, label, directory, sql_name, lang):
-        self.label, self.dir, self.sql = label, directory, {"fp32": sql_name, "int8": sql_name + "_int8"}
+        # bf16: the fp32 model with transformer.compute_type = 'bf16' (set around each of our calls)
+        self.label, self.dir, self.sql = label, directory, {"fp32": sql_name, "int8": sql_name + "_int8",
+                                                            "bf16": sql_name}
         self.lang = lang
         with open(os.path.join(directory, "config.json")) as f:
             self.cfg = json.load(f)
@@ -420,7 +422,12 @@ class Model:
         return ("SELECT translate(%s, %s, beam_size => %d, max_length => %d, split => false, keep => '{}')"
                 % (text_sql, q(self.sql[prec]), beam, L))
 
+    @staticmethod
+    def compute_type(cur, prec):
+        cur.execute("SET transformer.compute_type = %s", ("bf16" if prec == "bf16" else "default",))
+
     def ours(self, cur, prec, s, beam, L, reps=1):
+        self.compute_type(cur, prec)
         gen = "SELECT generate(%s, %s, beam_size => %d, max_length => %d)" % (q(s), q(self.sql[prec]), beam, L)
         cur.execute("SELECT * FROM pg_temp.timed_one(%s, %s, %s)",
                     (self.translate_sql(prec, q(s), beam, L), gen, reps))
@@ -429,6 +436,7 @@ class Model:
 
     def ours_batch(self, cur, prec, texts, beam, L, reps=1):
         arr = "ARRAY[%s]" % ",".join(q(s) for s in texts)
+        self.compute_type(cur, prec)
         cur.execute("SELECT * FROM pg_temp.timed_batch(%s, %s)", (self.translate_sql(prec, arr, beam, L), reps))
         secs, out = cur.fetchone()
         return secs, list(out)
@@ -477,7 +485,8 @@ def main():
     ap.add_argument("--reps", type=int, default=1, help="runs of each timing (median)")
     ap.add_argument("--models", default="bundled,base")
     ap.add_argument("--parts", default="sentence,batch")
-    ap.add_argument("--precisions", default="fp32,int8")
+    ap.add_argument("--precisions", default="fp32,int8",
+                    help="fp32, int8, and bf16: ours with transformer.compute_type = bf16 against CTranslate2 float32")
     ap.add_argument("--ct2-isa", help="CT2_FORCE_CPU_ISA for CTranslate2 (AVX512, AVX2, ...; default: its choice)")
     ap.add_argument("--isa", choices=("native", "avx2"), default="native",
                     help="avx2: both sides held to AVX2 (ours: transformer.cpu_kernels; CTranslate2, oneDNN, MKL, "
@@ -510,6 +519,8 @@ def main():
         log("\n== %s (%s): %s" % (m.label, m.dir, m.settings()))
         ct2_dirs = {"fp32": convert(m.dir, m.label, "float32"), "int8": convert(m.dir, m.label, "int8")}
         ct2_types = {"fp32": "float32", "int8": "int8_float32"}
+        # CTranslate2 has no bf16 on CPU (its CPU types: int8, int8_float32, float32): our bf16 meets its float32
+        ct2_dirs["bf16"], ct2_types["bf16"] = ct2_dirs["fp32"], "float32"
         if m is models[0]:
             log("  CTranslate2 on load (CT2_VERBOSE=1): " + "; ".join(ct2_backends(ct2_dirs["int8"])))
         trs = {}
@@ -593,7 +604,7 @@ def main():
                             if b > 1:
                                 same_p2[k] += m.ct2(trs[p], [s], b, L, patience=2)[2][0] == o_ids
                         same_txt[k] += o_txt == c_txt[0]
-                    if len(got) == 2:
+                    if "int8" in got and "fp32" in got:
                         int8_same[(b, "ours")] += got["int8"][0] == got["fp32"][0]
                         int8_same[(b, "ct2")] += got["int8"][1] == got["fp32"][1]
                 if (i + 1) % 10 == 0:
@@ -602,7 +613,7 @@ def main():
                                                 1e3 * t[(b, p)]["ours"][-1]) for b in (1, 4) for p in precs)))
             n = args.n
             log("  per sentence: other processes used %.2f cores" % meter.others())
-            if len(precs) == 2:
+            if "int8" in precs and "fp32" in precs:
                 log("  int8 ids = fp32 ids of the same side: ours greedy %d/%d, beam 4 %d/%d; CTranslate2 greedy "
                     "%d/%d, beam 4 %d/%d" % (int8_same[(1, "ours")], args.n, int8_same[(4, "ours")], args.n,
                                              int8_same[(1, "ct2")], args.n, int8_same[(4, "ct2")], args.n))
