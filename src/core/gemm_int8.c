@@ -454,6 +454,70 @@ avx2_tile(const int mr, size_t n, size_t k4, float *y, const QInput *x,
 	}
 }
 
+/* x quantized with AVX2: the same operations as quantize_input_avx512 */
+static T_AVX2 void
+quantize_input_avx2(size_t k, uint8_t *q, float *scale, int32_t *zero, const float *x)
+{
+	__m256		vlo = _mm256_setzero_ps(),
+				vhi = _mm256_setzero_ps(),
+				vinv;
+	__m256i		vz,
+				vmax = _mm256_set1_epi32(255);
+	float		lanes_lo[8],
+				lanes_hi[8],
+				lo,
+				hi,
+				inv;
+	size_t		kp = groups_of(k) * 4,
+				c;
+
+	for (c = 0; c + 8 <= k; c += 8)
+	{
+		__m256		v = _mm256_loadu_ps(x + c);
+
+		vlo = _mm256_min_ps(vlo, v);
+		vhi = _mm256_max_ps(vhi, v);
+	}
+	_mm256_storeu_ps(lanes_lo, vlo);
+	_mm256_storeu_ps(lanes_hi, vhi);
+	lo = lanes_lo[0];
+	hi = lanes_hi[0];
+	for (int l = 1; l < 8; l++)
+	{
+		lo = lo < lanes_lo[l] ? lo : lanes_lo[l];
+		hi = hi > lanes_hi[l] ? hi : lanes_hi[l];
+	}
+	for (; c < k; c++)
+	{
+		lo = lo < x[c] ? lo : x[c];
+		hi = hi > x[c] ? hi : x[c];
+	}
+	input_params(lo, hi, scale, zero);
+	inv = 1.0f / *scale;
+	vinv = _mm256_set1_ps(inv);
+	vz = _mm256_set1_epi32(*zero);
+	for (c = 0; c + 8 <= k; c += 8)
+	{
+		__m256i		v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), vinv));
+		__m256i		p;
+
+		v = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v, vz), _mm256_setzero_si256()), vmax);
+		/* 8 values in 0..255 to bytes: each 128-bit lane's 4 land in its low dword */
+		p = _mm256_packus_epi16(_mm256_packus_epi32(v, v), _mm256_setzero_si256());
+		_mm_storel_epi64((__m128i *) (q + c),
+						 _mm_unpacklo_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+	}
+	for (; c < k; c++)
+	{
+		long		v = lrintf(x[c] * inv) + *zero;
+
+		q[c] = (uint8_t) (v < 0 ? 0 : v > 255 ? 255 : v);
+	}
+	/* the last group's padding: 0 meets the weights' zero padding */
+	for (; c < kp; c++)
+		q[c] = 0;
+}
+
 static T_AVX2 void
 block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
 		   const void *packed, const float *bias, size_t jlo, size_t jhi)
@@ -578,6 +642,8 @@ tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 #ifdef TF_X86
 			if (int8_block == block_vnni)
 				quantize_input_avx512(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
+			else if (int8_block == block_avx2)
+				quantize_input_avx2(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
 			else
 #endif
 				tf_quantize_input(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);

@@ -15,6 +15,17 @@
 #include <strings.h>
 
 /*
+ * exp_fast's compares are selects only if the compiler may evaluate them
+ * unconditionally.  With trapping math (GCC's default) it vectorizes them
+ * only under AVX-512's masks, so the AVX2 and baseline copies of every loop
+ * that takes an e^x stayed scalar.  This changes no value: only whether a
+ * float operation's exception flags may be raised speculatively.  (A
+ * pragma, not an attribute: GCC 12 did not apply the attribute to every
+ * inlined body.)
+ */
+#pragma GCC optimize ("no-trapping-math")
+
+/*
  * e^x for x <= 88.3 (larger saturates), branch-free so loops over it
  * vectorize: Cephes' expf, e^x = 2^n · e^r with |r| <= ln2/2 and a degree-6
  * polynomial; relative error about 1e-7.  Below -87 it returns exactly 0, so
