@@ -138,7 +138,7 @@ PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
-	src/core/spm_model.c src/core/protobuf.c
+	src/core/spm_model.c src/core/protobuf.c src/core/train_layers.c
 # the PyTorch checkpoint reader (torch_pickle.h), in the order its pieces call each other
 TORCH_PICKLE_SRC = src/core/torch_pickle_objects.c src/core/torch_pickle_globals.c src/core/torch_pickle_tensors.c \
 	src/core/torch_pickle_machine.c src/core/torch_checkpoint.c
@@ -194,7 +194,7 @@ unittest-%: test/unit/test_%
 	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
 unittest: test/unit/test_core test/unit/test_cpu_kernels test/unit/test_torch $(TEXT_UNITS)
-	test/unit/test_core test/fixtures/core_ops.txt
+	test/unit/test_core test/fixtures/core_ops.txt test/fixtures/grad_ops.txt
 	test/unit/test_cpu_kernels > test/unit/test_cpu_kernels.log 2>&1 || { grep -v '^ok' test/unit/test_cpu_kernels.log; exit 1; }
 	@echo "test/unit/test_cpu_kernels: $$(grep -c '^ok' test/unit/test_cpu_kernels.log) passed"
 	test/unit/test_torch test/fixtures/torch
@@ -355,6 +355,7 @@ mutation-times:
 # (python3-sentencepiece, ../shared/data)
 fixtures:
 	$(PYTHON) tools/gen_fixtures.py
+	$(PYTHON) tools/gen_grad_fixtures.py
 	$(PYTHON) tools/gen_tokenizer_fixtures.py
 	$(PYTHON) tools/gen_model_fixtures.py
 	$(PYTHON) tools/gen_int8_fixtures.py
@@ -534,7 +535,7 @@ fuzz-spans: test/fuzz/fuzz_spans
 .PHONY: fuzz-markup fuzz-spans fuzz-rich-text
 
 sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_san $(FUZZERS)
-	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt > test/unit/test_core_san.log 2>&1 || \
+	ASAN_OPTIONS=detect_leaks=1 test/unit/test_core_san test/fixtures/core_ops.txt test/fixtures/grad_ops.txt > test/unit/test_core_san.log 2>&1 || \
 	  { tail -20 test/unit/test_core_san.log; exit 1; }
 	tail -1 test/unit/test_core_san.log
 	ASAN_OPTIONS=detect_leaks=1 test/unit/test_torch_san test/fixtures/torch > test/unit/test_torch_san.log 2>&1 || \

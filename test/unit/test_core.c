@@ -22,10 +22,11 @@
 #include "blas.h"
 #include "tensor_ops.h"
 #include "threads.h"
+#include "train_layers.h"
 #include "weight_file.h"
 
 #define TOL 1e-5f
-#define MAX_TENSORS 8
+#define MAX_TENSORS 12
 
 typedef struct Tensor
 {
@@ -100,6 +101,215 @@ check_tensor(const char *name, const char *what, const float *got,
 		failed++;
 	else
 		passed++;
+}
+
+/* ---- the training layers against torch.autograd (grad_ops.txt) ---- */
+
+#define GRAD_TOL 1e-4f
+
+/* Relative to the largest expected magnitude: the "relative error <= 1e-4". */
+static void
+check_rel(const char *name, const char *what, const float *got, const float *expected, int n)
+{
+	float		maxdiff = 0.0f,
+				maxref = 0.0f;
+	int			bad = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		float		d = fabsf(got[i] - expected[i]);
+
+		if (d > maxdiff || isnan(d))
+			maxdiff = d;
+		if (fabsf(expected[i]) > maxref)
+			maxref = fabsf(expected[i]);
+	}
+	if (maxref < 1e-6f)
+		maxref = 1e-6f;
+	bad = !(maxdiff / maxref <= GRAD_TOL);
+	printf("%-4s %-22s %-8s n=%-6d max rel diff %.3g\n",
+		   bad ? "FAIL" : "ok", name, what, n, maxdiff / maxref);
+	if (bad)
+		failed++;
+	else
+		passed++;
+}
+
+static float *
+zeros(size_t n)
+{
+	return xmalloc(n * sizeof(float));
+}
+
+static bool
+run_grad_case(const Case *c)
+{
+	const int  *p = c->p;
+
+	if (strcmp(c->op, "grad_linear") == 0)
+	{
+		int			n = p[0],
+					o = p[1],
+					in = p[2];
+		float	   *y = zeros((size_t) n * o),
+				   *dx = zeros((size_t) n * in),
+				   *dw = zeros((size_t) o * in),
+				   *db = zeros(o);
+		const float *x = get(c, "x", n * in),
+				   *w = get(c, "w", o * in);
+
+		tf_linear_fw(n, o, in, y, x, w, get(c, "b", o));
+		tf_linear_bw(n, o, in, dx, dw, db, get(c, "dy", n * o), x, w);
+		check_rel(c->name, "y", y, get(c, "y", n * o), n * o);
+		check_rel(c->name, "dx", dx, get(c, "dx", n * in), n * in);
+		check_rel(c->name, "dw", dw, get(c, "dw", o * in), o * in);
+		check_rel(c->name, "db", db, get(c, "db", o), o);
+		free(y), free(dx), free(dw), free(db);
+	}
+	else if (strcmp(c->op, "grad_layer_norm") == 0)
+	{
+		int			n = p[0],
+					d = p[1];
+		float	   *y = zeros((size_t) n * d),
+				   *dx = zeros((size_t) n * d),
+				   *dg = zeros(d),
+				   *db = zeros(d),
+				   *mean = zeros(n),
+				   *rstd = zeros(n);
+		const float *x = get(c, "x", n * d),
+				   *g = get(c, "g", d);
+
+		tf_layer_norm_fw(n, d, y, mean, rstd, x, g, get(c, "b", d), 1e-5f);
+		tf_layer_norm_bw(n, d, dx, dg, db, get(c, "dy", n * d), x, mean, rstd, g);
+		check_rel(c->name, "y", y, get(c, "y", n * d), n * d);
+		check_rel(c->name, "dx", dx, get(c, "dx", n * d), n * d);
+		check_rel(c->name, "dg", dg, get(c, "dg", d), d);
+		check_rel(c->name, "db", db, get(c, "db", d), d);
+		free(y), free(dx), free(dg), free(db), free(mean), free(rstd);
+	}
+	else if (strcmp(c->op, "grad_act") == 0)
+	{
+		int			n = p[1];
+		TfTrainAct	act = p[0] == 0 ? TF_TRAIN_RELU : p[0] == 1 ? TF_TRAIN_GELU : TF_TRAIN_SILU;
+		float	   *y = zeros(n),
+				   *dx = zeros(n);
+
+		tf_activation_fw(act, n, y, get(c, "x", n));
+		tf_activation_bw(act, n, dx, get(c, "dy", n), get(c, "x", n));
+		check_rel(c->name, "y", y, get(c, "y", n), n);
+		check_rel(c->name, "dx", dx, get(c, "dx", n), n);
+		free(y), free(dx);
+	}
+	else if (strcmp(c->op, "grad_mha") == 0)
+	{
+		int			n = p[0],
+					m = p[1],
+					d = p[2],
+					heads = p[3];
+		const float *pad = get(c, "pad", m);
+		unsigned char *key_pad = xmalloc(m);
+		float	   *out = zeros((size_t) n * d),
+				   *pr = zeros((size_t) heads * n * m),
+				   *dq = zeros((size_t) n * d),
+				   *dk = zeros((size_t) m * d),
+				   *dv = zeros((size_t) m * d),
+				   *scratch = zeros((size_t) n * m);
+		const float *q = get(c, "q", n * d),
+				   *k = get(c, "k", m * d),
+				   *v = get(c, "v", m * d);
+
+		for (int j = 0; j < m; j++)
+			key_pad[j] = pad[j] != 0.0f;
+		tf_mha_fw(n, m, d, heads, out, pr, q, k, v, p[4] != 0, p[5] ? key_pad : NULL);
+		tf_mha_bw(n, m, d, heads, dq, dk, dv, scratch, get(c, "dy", n * d), pr, q, k, v);
+		check_rel(c->name, "out", out, get(c, "out", n * d), n * d);
+		check_rel(c->name, "p", pr, get(c, "p", heads * n * m), heads * n * m);
+		check_rel(c->name, "dq", dq, get(c, "dq", n * d), n * d);
+		check_rel(c->name, "dk", dk, get(c, "dk", m * d), m * d);
+		check_rel(c->name, "dv", dv, get(c, "dv", m * d), m * d);
+		free(key_pad), free(out), free(pr), free(dq), free(dk), free(dv), free(scratch);
+	}
+	else if (strcmp(c->op, "grad_embedding") == 0)
+	{
+		int			n = p[0],
+					d = p[1],
+					vocab = p[2],
+					learned = p[3];
+		const float *idf = get(c, "ids", n);
+		int		   *ids = xmalloc(sizeof(int) * n);
+		float	   *y = zeros((size_t) n * d),
+				   *de = zeros((size_t) vocab * d),
+				   *dpos = zeros((size_t) n * d);
+		float		scale = sqrtf((float) d);
+
+		for (int i = 0; i < n; i++)
+			ids[i] = (int) idf[i];
+		tf_embedding_fw(n, d, y, ids, get(c, "e", vocab * d), scale, get(c, "pos", n * d));
+		tf_embedding_bw(n, d, de, learned ? dpos : NULL, get(c, "dy", n * d), ids, scale);
+		check_rel(c->name, "y", y, get(c, "y", n * d), n * d);
+		check_rel(c->name, "de", de, get(c, "de", vocab * d), vocab * d);
+		if (learned)
+			check_rel(c->name, "dpos", dpos, get(c, "dpos", n * d), n * d);
+		free(ids), free(y), free(de), free(dpos);
+	}
+	else if (strcmp(c->op, "cross_entropy") == 0)
+	{
+		int			n = p[0],
+					vocab = p[1],
+					counted;
+		const float *tf = get(c, "targets", n);
+		int		   *t = xmalloc(sizeof(int) * n);
+		float	   *dz = zeros((size_t) n * vocab);
+		float		loss;
+
+		for (int i = 0; i < n; i++)
+			t[i] = (int) tf[i];
+		loss = (float) tf_cross_entropy(n, vocab, dz, &counted, get(c, "logits", n * vocab), t, p[2],
+										p[3] / 1000.0f);
+		check_rel(c->name, "loss", &loss, get(c, "loss", 1), 1);
+		check_rel(c->name, "dlogits", dz, get(c, "dlogits", n * vocab), n * vocab);
+		free(t), free(dz);
+	}
+	else if (strcmp(c->op, "adam") == 0)
+	{
+		int			n = p[0];
+		float	   *w = zeros(n),
+				   *m = zeros(n),
+				   *v = zeros(n);
+		const float *lr = get(c, "lr", 3);
+		const char *g[3] = {"g1", "g2", "g3"};
+		TfAdam		a = {0.9, 0.98, 1e-9, 0};
+
+		memcpy(w, get(c, "p0", n), sizeof(float) * n);
+		for (int s = 0; s < 3; s++)
+		{
+			a.step++;
+			tf_adam_step(n, w, m, v, get(c, g[s], n), &a, lr[s]);
+		}
+		check_rel(c->name, "exp_avg", m, get(c, "m3", n), n);
+		check_rel(c->name, "exp_avg_sq", v, get(c, "v3", n), n);
+		check_rel(c->name, "param", w, get(c, "p3", n), n);
+		/* the steps themselves, which a check of the parameters alone dilutes */
+		for (int i = 0; i < n; i++)
+		{
+			m[i] = w[i] - get(c, "p0", n)[i];
+			v[i] = get(c, "p3", n)[i] - get(c, "p0", n)[i];
+		}
+		check_rel(c->name, "p3 - p0", m, v, n);
+		free(w), free(m), free(v);
+	}
+	else if (strcmp(c->op, "noam") == 0)
+	{
+		const float *steps = get(c, "steps", 7);
+		float		rates[7];
+
+		for (int i = 0; i < 7; i++)
+			rates[i] = (float) tf_noam_rate(p[0], (long) steps[i], p[1]);
+		check_rel(c->name, "rate", rates, get(c, "rates", 7), 7);
+	}
+	else
+		return false;
+	return true;
 }
 
 static void
@@ -266,7 +476,7 @@ run_case(const Case *c)
 		free(qf);
 		free(xqf);
 	}
-	else
+	else if (!run_grad_case(c))
 	{
 		fprintf(stderr, "%s: unknown op %s\n", c->name, c->op);
 		exit(2);
@@ -1243,28 +1453,21 @@ test_threads(void)
 	tf_threads_set(1);
 }
 
-int
-main(int argc, char **argv)
+/* Run every case of a fixture file; the number of cases, -1 when it is malformed. */
+static int
+read_fixture(const char *path)
 {
 	FILE	   *f;
 	char		word[64];
 	Case		c;
 	int			ncases = 0;
 
-	if (argc != 2)
-	{
-		fprintf(stderr, "usage: %s core_ops.txt\n", argv[0]);
-		return 2;
-	}
-	f = fopen(argv[1], "r");
+	f = fopen(path, "r");
 	if (!f)
 	{
-		perror(argv[1]);
-		return 2;
+		perror(path);
+		return -1;
 	}
-	tf_blas_init();
-	tf_set_blas_threads(1);
-
 	memset(&c, 0, sizeof(c));
 	while (fscanf(f, "%63s", word) == 1)
 	{
@@ -1307,6 +1510,29 @@ main(int argc, char **argv)
 			goto bad;
 	}
 	fclose(f);
+	if (ncases == 0)
+		fprintf(stderr, "no cases in %s\n", path);
+	return ncases;
+
+bad:
+	fprintf(stderr, "%s: malformed fixture near '%s'\n", path, word);
+	fclose(f);
+	return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2)
+	{
+		fprintf(stderr, "usage: %s core_ops.txt [grad_ops.txt ...]\n", argv[0]);
+		return 2;
+	}
+	tf_blas_init();
+	tf_set_blas_threads(1);
+	for (int i = 1; i < argc; i++)
+		if (read_fixture(argv[i]) <= 0)
+			return 2;
 
 	/* every kernel family this CPU can run (fixture cases above: the default) */
 	for (int level = 2; level >= 0; level--)
@@ -1328,15 +1554,6 @@ main(int argc, char **argv)
 	test_weight_file();
 	test_metrics();
 
-	if (ncases == 0)
-	{
-		fprintf(stderr, "no cases in %s\n", argv[1]);
-		return 2;
-	}
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
-
-bad:
-	fprintf(stderr, "%s: malformed fixture near '%s'\n", argv[1], word);
-	return 2;
 }
