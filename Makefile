@@ -138,7 +138,7 @@ PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
 	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
-	src/core/spm_model.c src/core/protobuf.c src/core/train_layers.c
+	src/core/spm_model.c src/core/protobuf.c src/core/train_layers.c src/core/train_model.c
 # the PyTorch checkpoint reader (torch_pickle.h), in the order its pieces call each other
 TORCH_PICKLE_SRC = src/core/torch_pickle_objects.c src/core/torch_pickle_globals.c src/core/torch_pickle_tensors.c \
 	src/core/torch_pickle_machine.c src/core/torch_checkpoint.c
@@ -193,8 +193,12 @@ unittest-torch: test/unit/test_torch
 unittest-%: test/unit/test_%
 	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
-unittest: test/unit/test_core test/unit/test_cpu_kernels test/unit/test_torch $(TEXT_UNITS)
+test/unit/test_train: test/unit/test_train.c $(UNIT_OBJS) src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_train.c $(UNIT_OBJS) -lopenblas -lm
+
+unittest: test/unit/test_core test/unit/test_cpu_kernels test/unit/test_torch test/unit/test_train $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt test/fixtures/grad_ops.txt
+	test/unit/test_train test/fixtures/train
 	test/unit/test_cpu_kernels > test/unit/test_cpu_kernels.log 2>&1 || { grep -v '^ok' test/unit/test_cpu_kernels.log; exit 1; }
 	@echo "test/unit/test_cpu_kernels: $$(grep -c '^ok' test/unit/test_cpu_kernels.log) passed"
 	test/unit/test_torch test/fixtures/torch
@@ -356,6 +360,7 @@ mutation-times:
 fixtures:
 	$(PYTHON) tools/gen_fixtures.py
 	$(PYTHON) tools/gen_grad_fixtures.py
+	$(PYTHON) tools/gen_train_fixtures.py
 	$(PYTHON) tools/gen_tokenizer_fixtures.py
 	$(PYTHON) tools/gen_model_fixtures.py
 	$(PYTHON) tools/gen_int8_fixtures.py
@@ -386,7 +391,7 @@ bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
+EXTRA_CLEAN = test/unit/test_core test/unit/test_train test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
 EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
 

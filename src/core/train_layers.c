@@ -271,14 +271,15 @@ tf_embedding_fw(int n, int d, float *out, const int *ids, const float *e, float 
 
 void
 tf_embedding_bw(int n, int d, float *de, float *dpos, const float *dout, const int *ids,
-				float scale)
+				float scale, int padding_idx)
 {
 	for (size_t i = 0; i < (size_t) n; i++)
 	{
 		float	   *der = de + (size_t) ids[i] * d;
 
-		for (size_t j = 0; j < (size_t) d; j++)
-			der[j] += scale * dout[i * d + j];
+		if (ids[i] != padding_idx)
+			for (size_t j = 0; j < (size_t) d; j++)
+				der[j] += scale * dout[i * d + j];
 		if (dpos)
 			for (size_t j = 0; j < (size_t) d; j++)
 				dpos[i * d + j] += dout[i * d + j];
@@ -289,7 +290,8 @@ tf_embedding_bw(int n, int d, float *de, float *dpos, const float *dout, const i
 
 double
 tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
-				 const float *logits, const int *targets, int ignore, float eps)
+				 const float *logits, const int *targets, int ignore, float eps,
+				 int denom)
 {
 	double		nll = 0.0,
 				smooth = 0.0;
@@ -299,6 +301,8 @@ tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
 	for (int r = 0; r < n; r++)
 		count += targets[r] != ignore;
 	*counted = count;
+	if (denom > 0)
+		count = denom;
 	inv = count > 0 ? 1.0f / (float) count : 0.0f;
 	for (size_t r = 0; r < (size_t) n; r++)
 	{
@@ -373,4 +377,12 @@ tf_noam_rate(int d_model, long step, long warmup)
 	double		w = (double) (warmup < 1 ? 1 : warmup);
 
 	return pow((double) d_model, -0.5) * fmin(pow(s, -0.5), s * pow(w, -1.5));
+}
+
+double
+tf_warmup_rate(double rate, long step, long warmup)
+{
+	if (warmup <= 0 || step >= warmup)
+		return rate;
+	return rate * (double) (step < 1 ? 1 : step) / (double) warmup;
 }

@@ -83,9 +83,13 @@ void		tf_mha_bw(int n, int m, int d, int heads, float *dq, float *dk, float *dv,
 void		tf_embedding_fw(int n, int d, float *out, const int *ids, const float *e, float scale,
 							const float *pos);
 
-/* de (vocab, d) += scale · dout at the rows of ids; dpos (n, d) (or NULL: fixed positions) += dout */
+/*
+ * de (vocab, d) += scale · dout at the rows of ids, except at padding_idx
+ * (nn.Embedding's: that row gets nothing from a lookup; -1: none); dpos
+ * (n, d) (or NULL: fixed positions) += dout.
+ */
 void		tf_embedding_bw(int n, int d, float *de, float *dpos, const float *dout, const int *ids,
-							float scale);
+							float scale, int padding_idx);
 
 /* ---- the loss ---- */
 
@@ -95,10 +99,12 @@ void		tf_embedding_bw(int n, int d, float *de, float *dpos, const float *dout, c
  * per row, -(1 - eps) · log p[target] - eps / vocab · Σ_j log p[j], averaged
  * over the rows whose target is not ignore.  dlogits (n, vocab) gets its
  * gradient (0 on ignored rows); *counted the rows counted.  Returns the
- * loss (0 when no row counts).
+ * loss (0 when no row counts).  denom > 0 divides by denom instead of the
+ * rows counted: a batch's mean taken one sentence at a time.
  */
 double		tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
-							 const float *logits, const int *targets, int ignore, float eps);
+							 const float *logits, const int *targets, int ignore, float eps,
+							 int denom);
 
 /* ---- the optimizer ---- */
 
@@ -120,5 +126,8 @@ void		tf_adam_step(size_t n, float *param, float *m, float *v, const float *grad
 
 /* The paper's rate: d^-0.5 · min(step^-0.5, step · warmup^-1.5), step from 1. */
 double		tf_noam_rate(int d_model, long step, long warmup);
+
+/* A given rate after a linear warm-up: rate · min(1, step / warmup); warmup 0: none. */
+double		tf_warmup_rate(double rate, long step, long warmup);
 
 #endif							/* TRAIN_LAYERS_H */

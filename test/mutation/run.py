@@ -214,7 +214,9 @@ class Suite:
         kind, _, name = test.partition(":")
         if kind == "unit":
             # its lines unbuffered: the first FAIL ends the run (the mutant is caught)
-            return ["stdbuf", "-oL", "test/unit/test_core", "test/fixtures/core_ops.txt"]
+            # (the core against its fixtures and the gradients', then the trainer's 10 steps)
+            return ["sh", "-c", "stdbuf -oL test/unit/test_core test/fixtures/core_ops.txt test/fixtures/grad_ops.txt"
+                    " && stdbuf -oL test/unit/test_train test/fixtures/train"]
         if kind == "pathological":
             # pathological:SHAPE runs that shape only (seconds, not the whole harness's half minute)
             if name:
@@ -420,7 +422,7 @@ SOURCE_CHECKS = ("make:check-cycles", "make:check-core")
 
 def build(tree, what):
     """Build the extension ("so") or the unit tests ("unit"); None, or make's output on failure."""
-    target = ["test/unit/test_core"] if what == "unit" else []
+    target = ["test/unit/test_core", "test/unit/test_train"] if what == "unit" else []
     p = run(["make", "-s", "-j2"] + target, cwd=tree, check=False)
     return None if p.returncode == 0 else p.stdout
 

@@ -245,7 +245,7 @@ run_grad_case(const Case *c)
 		for (int i = 0; i < n; i++)
 			ids[i] = (int) idf[i];
 		tf_embedding_fw(n, d, y, ids, get(c, "e", vocab * d), scale, get(c, "pos", n * d));
-		tf_embedding_bw(n, d, de, learned ? dpos : NULL, get(c, "dy", n * d), ids, scale);
+		tf_embedding_bw(n, d, de, learned ? dpos : NULL, get(c, "dy", n * d), ids, scale, -1);
 		check_rel(c->name, "y", y, get(c, "y", n * d), n * d);
 		check_rel(c->name, "de", de, get(c, "de", vocab * d), vocab * d);
 		if (learned)
@@ -265,7 +265,7 @@ run_grad_case(const Case *c)
 		for (int i = 0; i < n; i++)
 			t[i] = (int) tf[i];
 		loss = (float) tf_cross_entropy(n, vocab, dz, &counted, get(c, "logits", n * vocab), t, p[2],
-										p[3] / 1000.0f);
+										p[3] / 1000.0f, 0);
 		check_rel(c->name, "loss", &loss, get(c, "loss", 1), 1);
 		check_rel(c->name, "dlogits", dz, get(c, "dlogits", n * vocab), n * vocab);
 		free(t), free(dz);

@@ -1,0 +1,120 @@
+/*
+ * train_model.h
+ *		Training the encoder-decoder (Marian / M2M100 / NLLB layouts) with
+ *		teacher forcing: the forward pass of a sentence pair keeping its
+ *		activations, the backward pass into the gradients, and Adam over
+ *		all parameters.  After llm.c: the parameters are one fp32 array
+ *		(the master weights) with a struct of pointers into it, the
+ *		gradients and Adam's two moments are arrays of the same layout, and
+ *		the activations live in a state allocated once for the longest pair.
+ *
+ * One sentence pair at a time: a padded batch computes the same gradients
+ * (padding is masked out of every sum), so a batch is its pairs' gradients
+ * added, each pair's loss divided by the batch's token count.  No
+ * postgres.h.
+ */
+#ifndef TRAIN_MODEL_H
+#define TRAIN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"				/* TfConfig */
+#include "train_layers.h"
+
+typedef struct TfTrainAttn
+{
+	float	   *q_w;			/* (d, d) */
+	float	   *q_b;			/* (d) */
+	float	   *k_w;			/* (d, d) */
+	float	   *k_b;			/* (d) */
+	float	   *v_w;			/* (d, d) */
+	float	   *v_b;			/* (d) */
+	float	   *o_w;			/* (d, d) */
+	float	   *o_b;			/* (d) */
+	float	   *ln_g;			/* (d) this block's LayerNorm */
+	float	   *ln_b;			/* (d) */
+} TfTrainAttn;
+
+typedef struct TfTrainLayer
+{
+	TfTrainAttn self_attn;
+	TfTrainAttn cross_attn;		/* decoder layers only */
+	float	   *fc1_w;			/* (ffn, d) */
+	float	   *fc1_b;			/* (ffn) */
+	float	   *fc2_w;			/* (d, ffn) */
+	float	   *fc2_b;			/* (d) */
+	float	   *ln_g;			/* (d) final_layer_norm */
+	float	   *ln_b;			/* (d) */
+} TfTrainLayer;
+
+/*
+ * The trained parameters, in this order in the array (tf_train_bind):
+ * src_embed, then dec_embed unless shared, then lm_head unless tied; each
+ * encoder layer (self_attn q, k, v, o with biases, its norm, fc1, fc2,
+ * final norm); each decoder layer (self_attn, cross_attn, each with its
+ * norm, fc1, fc2, final norm); then the final norms if config.final_norm.
+ */
+#define TF_TRAIN_MAX_LAYERS 64
+
+typedef struct TfTrainParams
+{
+	float	   *src_embed;		/* (src_vocab, d) */
+	float	   *dec_embed;		/* (vocab, d): src_embed when shared */
+	float	   *lm_head;		/* (vocab, d): dec_embed when tied */
+	TfTrainLayer enc[TF_TRAIN_MAX_LAYERS];
+	TfTrainLayer dec[TF_TRAIN_MAX_LAYERS];
+	float	   *enc_norm_g;		/* (d), if config.final_norm */
+	float	   *enc_norm_b;
+	float	   *dec_norm_g;
+	float	   *dec_norm_b;
+} TfTrainParams;
+
+typedef struct TfTrainModel
+{
+	TfConfig	cfg;			/* relu/gelu/swish, pre or post norm, scaled embeddings */
+	bool		shared;			/* one embedding table for source and target */
+	bool		tied;			/* the output layer is the target embedding */
+	size_t		nparams;
+	float	   *params;			/* (nparams) the master weights */
+	float	   *grads;			/* (nparams) */
+	TfTrainParams p;			/* into params */
+	TfTrainParams g;			/* into grads, the same layout */
+	const float *enc_pos;		/* (max_pos, d): source token i adds row i */
+	const float *dec_pos;		/* (max_pos, d) */
+	const float *logits_bias;	/* (vocab) Marian's final_logits_bias (a buffer, not trained), or NULL */
+} TfTrainModel;
+
+/* How many fp32 parameters the layout holds; 0 when it has too many layers. */
+size_t		tf_train_param_count(const TfConfig *c, bool shared, bool tied);
+
+/* Point out's members into base (tf_train_param_count floats). */
+void		tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainParams *out);
+
+/* The activations of one pair of at most n_max source and t_max target tokens. */
+typedef struct TfTrainState TfTrainState;
+
+/* Bytes of a state for these lengths (tf_train_state_init's buffer). */
+size_t		tf_train_state_size(const TfTrainModel *tm, int n_max, int t_max);
+
+/* A state in buf (tf_train_state_size bytes, 16-aligned); it points into buf. */
+TfTrainState *tf_train_state_init(const TfTrainModel *tm, int n_max, int t_max, void *buf);
+
+/*
+ * The pair (src (n), labels (t)), teacher-forced from the decoder start
+ * token: forward, the loss, and the backward pass, whose gradients are
+ * added to tm->grads.  Each label counts 1 / denom of the loss (denom: the
+ * batch's labels that are not pad); labels equal to pad_id are ignored.
+ * Returns this pair's share of the batch's loss.  n <= n_max, t <= t_max.
+ */
+double		tf_train_pair(TfTrainModel *tm, TfTrainState *st, int n, const int *src, int t,
+						  const int *labels, int denom, float label_smoothing);
+
+/*
+ * Adam over every parameter (a->step is advanced here), after clearing
+ * the gradient of the pad id's embedding rows (nn.Embedding's padding_idx);
+ * then the gradients are zeroed for the next batch.  m and v: nparams each.
+ */
+void		tf_train_adam(TfTrainModel *tm, float *m, float *v, TfAdam *a, double lr);
+
+#endif							/* TRAIN_MODEL_H */

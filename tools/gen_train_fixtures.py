@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+"""Regenerate test/fixtures/train: 10 training steps in PyTorch, for the C trainer's parity test.
+
+For each fixture model (the Marian test model test/fixtures/models/marian_swish,
+post-norm and swish, and the NLLB checkpoint test/fixtures/checkpoints/nllb_tiny,
+pre-norm with final norms and relu), with dropout 0:
+- 20 random pairs of token ids (sources of 2 to 9 ids, targets of 2 to 8
+  ending with eos), in batches of 2 consecutive pairs, padded with the pad
+  id and masked as Hugging Face does (the encoder's attention_mask, labels
+  of padding ignored);
+- 10 steps of torch.optim.Adam(betas=(0.9, 0.98), eps=1e-9) at a rate
+  of rate · min(1, step / warmup) (fine_tune()'s with learning_rate given;
+  Marian 1e-3 without warm-up, NLLB 1e-3 warmed up over 3 steps: steps of
+  about 1e-3 change the weights by 1e-2 in 10 steps, which a wrong step
+  would miss by more than 1e-4; the paper's rate, d_model^-0.5 for a tiny
+  model, makes steps so large that rounding differences grow by 10x a step
+  and no two implementations agree after 10), on
+  nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=pad) over the
+  batch's labels, teacher-forced from decoder_start_token_id;
+- k_proj's biases get the gradient 0, their exact gradient (the softmax
+  takes away a shift of all of a query's scores): autograd's rounding
+  noise there, scaled up by Adam, would move them at random.
+
+Written, per model NAME:
+  NAME.txt          the configuration, the pairs, and the loss of each step
+  NAME.init.f32     the parameters before, float32 little-endian (from
+                    the checkpoint: exact in float32, as every step's
+                    input is), in the
+                    order of src/core/train_model.h (each tensor padded to
+                    a multiple of 4 floats, as tf_train_bind lays them out)
+  NAME.final.f32    the parameters after the 10 steps, rounded to float32
+  NAME.pos.f32      the positions the encoder's and decoder's tokens 0..63
+                    add (rows of d), then Marian's final_logits_bias (vocab)
+
+Run with Debian's interpreter: /usr/bin/python3 tools/gen_train_fixtures.py
+"""
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import marian_torch as mt  # noqa: E402
+import m2m100_torch as mm  # noqa: E402
+
+OUT = os.path.join(ROOT, "test", "fixtures", "train")
+STEPS, BATCH, PAIRS, EPS = 10, 2, 20, 0.1
+MAX_LEN = 64
+
+
+def no_dropout(model):
+    for m in model.modules():
+        for attr in ("dropout", "act_dropout", "activation_dropout"):
+            if isinstance(getattr(m, attr, None), float):
+                setattr(m, attr, 0.0)
+
+
+def attn(a):
+    return [a.q_proj.weight, a.q_proj.bias, a.k_proj.weight, a.k_proj.bias,
+            a.v_proj.weight, a.v_proj.bias, a.out_proj.weight, a.out_proj.bias]
+
+
+def ffn(layer):
+    return [layer.fc1.weight, layer.fc1.bias, layer.fc2.weight, layer.fc2.bias,
+            layer.final_layer_norm.weight, layer.final_layer_norm.bias]
+
+
+def ordered(kind, model):
+    """The trained tensors in train_model.h's order (shared and tied embeddings)."""
+    if kind == "marian":
+        core, enc, dec = model, model.encoder, model.decoder
+        out = [core.shared.weight]
+        final = []
+    else:
+        core = model.model
+        enc, dec = core.encoder, core.decoder
+        out = [core.shared.weight]
+        final = [enc.layer_norm.weight, enc.layer_norm.bias, dec.layer_norm.weight, dec.layer_norm.bias]
+    for layer in enc.layers:
+        out += attn(layer.self_attn) + [layer.self_attn_layer_norm.weight, layer.self_attn_layer_norm.bias]
+        out += ffn(layer)
+    for layer in dec.layers:
+        out += attn(layer.self_attn) + [layer.self_attn_layer_norm.weight, layer.self_attn_layer_norm.bias]
+        out += attn(layer.encoder_attn) + [layer.encoder_attn_layer_norm.weight,
+                                           layer.encoder_attn_layer_norm.bias]
+        out += ffn(layer)
+    return out + final
+
+
+def flat(tensors):
+    parts = []
+    for t in tensors:
+        v = t.detach().reshape(-1).double()
+        pad = (-v.numel()) % 4
+        parts.append(torch.cat([v, torch.zeros(pad, dtype=torch.float64)]) if pad else v)
+    return torch.cat(parts)
+
+
+def write_f32(path, t):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<%df" % t.numel(), *t.tolist()))
+
+
+def run(name, kind, directory, base_rate, warmup):
+    torch.manual_seed(41)
+    if kind == "marian":
+        model = mt.load_marian(directory)
+        cfg = model.cfg
+    else:
+        model = mm.load_m2m100(directory)
+        cfg = model.cfg
+    no_dropout(model)
+    model.train()
+    # The reference runs in float64: torch's float32 loses up to 1e-3 of the
+    # small gradients of the output layer's rows (a softmax probability
+    # less the smoothing's eps / vocab, both near 1e-4), which Adam, scaling
+    # every gradient to a step of about the rate, turns into weights 1e-4
+    # apart after 10 steps.  The C trainer (fp32, its softmax in double)
+    # stays within 1e-5 of float64.
+    model.double()
+    pad, eos, start, vocab, d = (cfg["pad_token_id"], cfg["eos_token_id"], cfg["decoder_start_token_id"],
+                                 cfg["vocab_size"], cfg["d_model"])
+    specials = {pad, eos, start, cfg.get("unk_token_id", 3), 0, 1, 2, 3}
+    ordinary = [i for i in range(vocab) if i not in specials]
+    g = torch.Generator().manual_seed(4100)
+
+    def ids(n):
+        return [ordinary[int(i)] for i in torch.randint(len(ordinary), (n,), generator=g)]
+
+    pairs = []
+    for _ in range(PAIRS):
+        src = ids(int(torch.randint(2, 10, (1,), generator=g)))
+        tgt = ids(int(torch.randint(1, 8, (1,), generator=g))) + [eos]
+        pairs.append((src, tgt))
+
+    params = ordered(kind, model)
+    assert len({id(p) for p in params}) == len(params)
+    assert {id(p) for p in params} == {id(p) for p in model.parameters()}, "a parameter is left out"
+    init = flat(params)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=EPS, ignore_index=pad)
+    losses, rates = [], []
+    for step in range(1, STEPS + 1):
+        batch = pairs[(step - 1) * BATCH: step * BATCH]
+        n = max(len(s) for s, _ in batch)
+        t = max(len(y) for _, y in batch)
+        src = torch.tensor([s + [pad] * (n - len(s)) for s, _ in batch])
+        mask = torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s, _ in batch])
+        labels = torch.tensor([y + [pad] * (t - len(y)) for _, y in batch])
+        dec_in = torch.cat([torch.full((len(batch), 1), start), labels[:, :-1]], dim=1)
+        if kind == "marian":
+            memory, mpad = model.encode(src, mask)
+            logits = model.decode(dec_in, memory, mpad)
+        else:
+            logits = model(src, dec_in, mask)
+        loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
+        lr = base_rate * (min(1.0, step / warmup) if warmup > 0 else 1.0)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        loss.backward()
+        # k_proj's bias shifts every score of a query alike, which the
+        # softmax takes away: its gradient is exactly 0, and what autograd
+        # gives is rounding noise that Adam scales up to full steps.  Both
+        # sides take it as 0 (train_model.c), so the bias stays as it was.
+        for m in model.modules():
+            if hasattr(m, "k_proj") and m.k_proj.bias is not None and m.k_proj.bias.grad is not None:
+                m.k_proj.bias.grad.zero_()
+        opt.step()
+        losses.append(float(loss))
+        rates.append(lr)
+    final = flat(params)
+
+    with torch.no_grad():
+        if kind == "marian":
+            enc_pos = model.encoder.positions(MAX_LEN, 0)
+            dec_pos = model.decoder.positions(MAX_LEN, 0)
+            bias = model.final_logits_bias.reshape(-1).float()
+        else:
+            dummy = torch.full((1, MAX_LEN), 4)
+            enc_pos = model.model.encoder.embed_positions(dummy)[0]
+            dec_pos = model.model.decoder.embed_positions(dummy)[0]
+            bias = torch.zeros(0)
+    write_f32(os.path.join(OUT, name + ".init.f32"), init)
+    write_f32(os.path.join(OUT, name + ".final.f32"), final)
+    write_f32(os.path.join(OUT, name + ".pos.f32"), torch.cat([enc_pos.reshape(-1), dec_pos.reshape(-1),
+                                                               bias.float()]))
+    act = {"relu": 0, "gelu": 1, "swish": 2, "silu": 2}[cfg["activation_function"]]
+    pre = 1 if kind != "marian" or cfg.get("normalize_before") else 0
+    final_norm = 1 if kind != "marian" or cfg.get("add_final_layer_norm") else 0
+    lines = ["# Generated by tools/gen_train_fixtures.py (torch %s); do not edit." % torch.__version__,
+             "config vocab %d d %d enc_layers %d dec_layers %d enc_heads %d dec_heads %d enc_ffn %d "
+             "dec_ffn %d act %d pre_norm %d final_norm %d scale_embedding %d pad %d eos %d start %d "
+             "bias %d params %d" % (vocab, d, cfg["encoder_layers"], cfg["decoder_layers"],
+                                    cfg["encoder_attention_heads"], cfg["decoder_attention_heads"],
+                                    cfg["encoder_ffn_dim"], cfg["decoder_ffn_dim"], act, pre, final_norm,
+                                    1 if cfg.get("scale_embedding", True) else 0, pad, eos, start,
+                                    1 if kind == "marian" else 0, init.numel()),
+             "train steps %d batch %d rate %.9g warmup %d label_smoothing %.3f"
+             % (STEPS, BATCH, base_rate, warmup, EPS)]
+    for s, y in pairs:
+        lines.append("pair %d %s %d %s" % (len(s), " ".join(map(str, s)), len(y), " ".join(map(str, y))))
+    for step, (loss, lr) in enumerate(zip(losses, rates), 1):
+        lines.append("step %d loss %.9g rate %.9g" % (step, loss, lr))
+    with open(os.path.join(OUT, name + ".txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("%s: %d parameters, loss %.4f -> %.4f, max |change| %.3g"
+          % (name, init.numel(), losses[0], losses[-1], float((final - init).abs().max())))
+
+
+def main():
+    torch.set_num_threads(1)
+    os.makedirs(OUT, exist_ok=True)
+    run("marian_swish", "marian", os.path.join(ROOT, "test", "fixtures", "models", "marian_swish"), 1e-3, 0)
+    run("nllb_tiny", "m2m100", os.path.join(ROOT, "test", "fixtures", "checkpoints", "nllb_tiny"), 1e-3, 3)
+
+
+if __name__ == "__main__":
+    main()
