@@ -152,6 +152,18 @@ tf_blas_sgemm(int m, int n, int k, float *out, int ldo,
 	return true;
 }
 
+bool
+tf_blas_sgemm_tn(int m, int n, int k, float *out, int ldo,
+				 const float *a, int lda, const float *b, int ldb,
+				 float alpha, float beta)
+{
+	if (!ensure_loaded())
+		return false;
+	blas.sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+			   m, n, k, alpha, a, lda, b, ldb, beta, out, ldo);
+	return true;
+}
+
 const char *
 tf_blas_load(void)
 {

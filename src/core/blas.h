@@ -29,6 +29,14 @@ bool		tf_blas_sgemm(int m, int n, int k, float *out, int ldo,
 						  const float *a, int lda, const float *b, int ldb,
 						  bool trans_b, float alpha, float beta);
 
+/*
+ * out (m, n) = alpha · aᵀ · b + beta · out, a (k, m) and b (k, n) row
+ * major: a weight's gradient, dW = dYᵀ · X.  false: no OpenBLAS.
+ */
+bool		tf_blas_sgemm_tn(int m, int n, int k, float *out, int ldo,
+							 const float *a, int lda, const float *b, int ldb,
+							 float alpha, float beta);
+
 /* Load OpenBLAS now; its core's name, NULL without it.  (tensor_ops.h's tf_blas_init() holds it first.) */
 const char *tf_blas_load(void);
 

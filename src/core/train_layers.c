@@ -13,6 +13,7 @@
  */
 #include "train_layers.h"
 
+#include "blas.h"
 #include "tensor_ops.h"
 
 #include <math.h>
@@ -21,13 +22,15 @@
 /*
  * out (m, n) += alpha · aᵀ · b, a (k, m) and b (k, n) row-major with
  * leading dimensions: the products that need a transposed left side
- * (a weight's gradient), a row of a at a time so the inner loop runs
- * along b's rows.
+ * (a weight's gradient).  OpenBLAS's sgemm; without it, a row of a at a
+ * time so the inner loop runs along b's rows.
  */
 static void
 matmul_tn_acc(int m, int n, int k, float *out, int ldo, const float *a, int lda,
 			  const float *b, int ldb, float alpha)
 {
+	if (tf_blas_sgemm_tn(m, n, k, out, ldo, a, lda, b, ldb, alpha, 1.0f))
+		return;
 	for (size_t r = 0; r < (size_t) k; r++)
 		for (size_t i = 0; i < (size_t) m; i++)
 		{

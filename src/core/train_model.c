@@ -113,41 +113,54 @@ tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainPar
 
 /* ------------------------------------------------------------ the state */
 
-/* What a block keeps for its backward pass (r rows; kv rows of keys). */
+/* What a block keeps for its backward pass (its rows; keys of every pair). */
 typedef struct BlockActs
 {
-	float	   *x;				/* (r, d) the block's input */
-	float	   *xn;				/* (r, d) pre-norm: LN(x), F's input */
-	float	   *mean;			/* (r) the LayerNorm's: of x (pre), of x + F (post) */
-	float	   *rstd;			/* (r) */
-	float	   *sum;			/* (r, d) post-norm: x + F, the LayerNorm's input */
-	float	   *q;				/* (r, d) attention */
-	float	   *k;				/* (kv, d) */
-	float	   *v;				/* (kv, d) */
-	float	   *p;				/* (heads, r, kv) the attention's weights */
-	float	   *att;			/* (r, d) before out_proj */
-	float	   *h;				/* (r, ffn) feed-forward: fc1's output */
-	float	   *a;				/* (r, ffn) activated */
+	float	   *x;				/* (rows, d) the block's input */
+	float	   *xn;				/* (rows, d) pre-norm: LN(x), F's input */
+	float	   *mean;			/* (rows) the LayerNorm's: of x (pre), of x + F (post) */
+	float	   *rstd;			/* (rows) */
+	float	   *sum;			/* (rows, d) post-norm: x + F, the LayerNorm's input */
+	float	   *q;				/* (rows, d) attention */
+	float	   *k;				/* (key rows, d) */
+	float	   *v;				/* (key rows, d) */
+	float	   *p;				/* pair i's weights (heads, its rows, its keys) at heads · row0 · longest */
+	float	   *att;			/* (rows, d) before out_proj */
+	float	   *h;				/* (rows, ffn) feed-forward: fc1's output */
+	float	   *a;				/* (rows, ffn) activated */
 } BlockActs;
+
+/* The pairs of a batch as row ranges: source rows so[i] .. so[i] + n[i], target rows to[i] .. */
+typedef struct Pairs
+{
+	int			count;
+	const int  *n;
+	const int  *t;
+	int		   *so;
+	int		   *to;
+} Pairs;
 
 struct TfTrainState
 {
-	int			n_max;
-	int			t_max;
+	TfTrainLimits lim;
 	BlockActs	enc[TF_TRAIN_MAX_LAYERS][2];	/* self-attention, feed-forward */
 	BlockActs	dec[TF_TRAIN_MAX_LAYERS][3];	/* self, cross, feed-forward */
-	float	   *enc_top;		/* (n, d) the last encoder block's output */
-	float	   *enc_out;		/* (n, d) the encoder's output (after its final norm) */
-	float	   *enc_mean;		/* (n) */
+	float	   *enc_top;		/* (N, d) the last encoder block's output */
+	float	   *enc_out;		/* (N, d) the encoder's output (after its final norm) */
+	float	   *enc_mean;		/* (N) */
 	float	   *enc_rstd;
-	float	   *dec_top;		/* (t, d) */
-	float	   *dec_out;		/* (t, d) */
-	float	   *dec_mean;		/* (t) */
+	float	   *dec_top;		/* (T, d) */
+	float	   *dec_out;		/* (T, d) */
+	float	   *dec_mean;		/* (T) */
 	float	   *dec_rstd;
-	float	   *logits;			/* (t, vocab) */
-	float	   *dlogits;		/* (t, vocab) */
-	int		   *din;			/* (t) the decoder's inputs: start, labels[0 .. t-2] */
-	/* backward work, for r <= R rows and kv <= R keys */
+	float	   *logits;			/* (longest, vocab): one pair's at a time */
+	float	   *dlogits;		/* (longest, vocab) */
+	int		   *src;			/* (N) the batch's source ids */
+	int		   *din;			/* (T) the decoder's inputs: per pair start, labels[0 .. t-2] */
+	int		   *labels;			/* (T) */
+	int		   *so;				/* (sentences) */
+	int		   *to;				/* (sentences) */
+	/* backward work, for R = max(N, T) rows */
 	float	   *dcur;			/* (R, d) the gradient of a block's output */
 	float	   *dnext;			/* (R, d) of its input */
 	float	   *dsum;			/* (R, d) */
@@ -159,68 +172,74 @@ struct TfTrainState
 	float	   *dkin;			/* (R, d) */
 	float	   *dvin;			/* (R, d) */
 	float	   *dh;				/* (R, ffn) */
-	float	   *scratch;		/* (R, R) */
-	float	   *denc;			/* (n, d) the encoder output's gradient, from every cross-attention */
+	float	   *scratch;		/* (longest, longest) */
+	float	   *denc;			/* (N, d) the encoder output's gradient, from every cross-attention */
 };
 
 static void
-take_block(Bump *b, const TfConfig *c, int r, int kv, int heads, int ffn, BlockActs *a)
+take_block(Bump *b, const TfConfig *c, int rows, int keys, int longest, int heads, int ffn, BlockActs *a)
 {
 	int			d = c->d_model;
 
 	memset(a, 0, sizeof(*a));
-	a->x = take(b, (size_t) r * d);
-	a->xn = take(b, (size_t) r * d);
-	a->mean = take(b, r);
-	a->rstd = take(b, r);
-	a->sum = take(b, (size_t) r * d);
+	a->x = take(b, (size_t) rows * d);
+	a->xn = take(b, (size_t) rows * d);
+	a->mean = take(b, rows);
+	a->rstd = take(b, rows);
+	a->sum = take(b, (size_t) rows * d);
 	if (ffn > 0)
 	{
-		a->h = take(b, (size_t) r * ffn);
-		a->a = take(b, (size_t) r * ffn);
+		a->h = take(b, (size_t) rows * ffn);
+		a->a = take(b, (size_t) rows * ffn);
 	}
 	else
 	{
-		a->q = take(b, (size_t) r * d);
-		a->k = take(b, (size_t) kv * d);
-		a->v = take(b, (size_t) kv * d);
-		a->p = take(b, (size_t) heads * r * kv);
-		a->att = take(b, (size_t) r * d);
+		a->q = take(b, (size_t) rows * d);
+		a->k = take(b, (size_t) keys * d);
+		a->v = take(b, (size_t) keys * d);
+		a->p = take(b, (size_t) heads * rows * longest);
+		a->att = take(b, (size_t) rows * d);
 	}
 }
 
 static size_t
-layout(const TfTrainModel *tm, int n, int t, Bump *b, TfTrainState *st)
+layout(const TfTrainModel *tm, const TfTrainLimits *lim, Bump *b, TfTrainState *st)
 {
 	const TfConfig *c = &tm->cfg;
 	int			d = c->d_model;
-	int			R = n > t ? n : t;
+	int			N = lim->src_tokens,
+				T = lim->tgt_tokens,
+				Lg = lim->longest;
+	int			R = N > T ? N : T;
 	int			ffn = c->enc_ffn > c->dec_ffn ? c->enc_ffn : c->dec_ffn;
 
-	st->n_max = n;
-	st->t_max = t;
+	st->lim = *lim;
 	for (int l = 0; l < c->enc_layers; l++)
 	{
-		take_block(b, c, n, n, c->enc_heads, 0, &st->enc[l][0]);
-		take_block(b, c, n, n, 0, c->enc_ffn, &st->enc[l][1]);
+		take_block(b, c, N, N, Lg, c->enc_heads, 0, &st->enc[l][0]);
+		take_block(b, c, N, N, Lg, 0, c->enc_ffn, &st->enc[l][1]);
 	}
 	for (int l = 0; l < c->dec_layers; l++)
 	{
-		take_block(b, c, t, t, c->dec_heads, 0, &st->dec[l][0]);
-		take_block(b, c, t, n, c->dec_heads, 0, &st->dec[l][1]);
-		take_block(b, c, t, t, 0, c->dec_ffn, &st->dec[l][2]);
+		take_block(b, c, T, T, Lg, c->dec_heads, 0, &st->dec[l][0]);
+		take_block(b, c, T, N, Lg, c->dec_heads, 0, &st->dec[l][1]);
+		take_block(b, c, T, T, Lg, 0, c->dec_ffn, &st->dec[l][2]);
 	}
-	st->enc_top = take(b, (size_t) n * d);
-	st->enc_out = take(b, (size_t) n * d);
-	st->enc_mean = take(b, n);
-	st->enc_rstd = take(b, n);
-	st->dec_top = take(b, (size_t) t * d);
-	st->dec_out = take(b, (size_t) t * d);
-	st->dec_mean = take(b, t);
-	st->dec_rstd = take(b, t);
-	st->logits = take(b, (size_t) t * c->vocab);
-	st->dlogits = take(b, (size_t) t * c->vocab);
-	st->din = (int *) take(b, t);
+	st->enc_top = take(b, (size_t) N * d);
+	st->enc_out = take(b, (size_t) N * d);
+	st->enc_mean = take(b, N);
+	st->enc_rstd = take(b, N);
+	st->dec_top = take(b, (size_t) T * d);
+	st->dec_out = take(b, (size_t) T * d);
+	st->dec_mean = take(b, T);
+	st->dec_rstd = take(b, T);
+	st->logits = take(b, (size_t) Lg * c->vocab);
+	st->dlogits = take(b, (size_t) Lg * c->vocab);
+	st->src = (int *) take(b, N);
+	st->din = (int *) take(b, T);
+	st->labels = (int *) take(b, T);
+	st->so = (int *) take(b, lim->sentences);
+	st->to = (int *) take(b, lim->sentences);
 	st->dcur = take(b, (size_t) R * d);
 	st->dnext = take(b, (size_t) R * d);
 	st->dsum = take(b, (size_t) R * d);
@@ -232,27 +251,27 @@ layout(const TfTrainModel *tm, int n, int t, Bump *b, TfTrainState *st)
 	st->dkin = take(b, (size_t) R * d);
 	st->dvin = take(b, (size_t) R * d);
 	st->dh = take(b, (size_t) R * ffn);
-	st->scratch = take(b, (size_t) R * R);
-	st->denc = take(b, (size_t) n * d);
+	st->scratch = take(b, (size_t) Lg * Lg);
+	st->denc = take(b, (size_t) N * d);
 	return b->used;
 }
 
 size_t
-tf_train_state_size(const TfTrainModel *tm, int n_max, int t_max)
+tf_train_state_size(const TfTrainModel *tm, const TfTrainLimits *lim)
 {
 	Bump		b = {NULL, (sizeof(TfTrainState) + 15) & ~(size_t) 15};
 	TfTrainState st;
 
-	return layout(tm, n_max, t_max, &b, &st);
+	return layout(tm, lim, &b, &st);
 }
 
 TfTrainState *
-tf_train_state_init(const TfTrainModel *tm, int n_max, int t_max, void *buf)
+tf_train_state_init(const TfTrainModel *tm, const TfTrainLimits *lim, void *buf)
 {
 	TfTrainState *st = buf;
 	Bump		b = {buf, (sizeof(TfTrainState) + 15) & ~(size_t) 15};
 
-	layout(tm, n_max, t_max, &b, st);
+	layout(tm, lim, &b, st);
 	return st;
 }
 
@@ -299,10 +318,14 @@ block_out(const TfTrainModel *tm, BlockActs *A, int r, const float *g, const flo
 	tf_layer_norm_fw(r, tm->cfg.d_model, out, A->mean, A->rstd, A->sum, g, b, tm->cfg.ln_eps);
 }
 
-/* an attention block on A->x (r rows); mem: the encoder's output (kv rows) for cross-attention */
+/*
+ * An attention block on A->x (rows r); mem: the encoder's output (kv rows)
+ * for cross-attention.  Pair i's queries are rows qo[i] .. + qn[i], its
+ * keys ko[i] .. + kn[i].
+ */
 static void
-attn_fw(const TfTrainModel *tm, const TfTrainAttn *w, int heads, int r, int kv, BlockActs *A,
-		const float *mem, bool causal, float *out, float *f)
+attn_fw(const TfTrainModel *tm, const TfTrainState *st, const TfTrainAttn *w, int heads, int r, int kv,
+		const Pairs *pp, bool cross, BlockActs *A, const float *mem, bool causal, float *out, float *f)
 {
 	int			d = tm->cfg.d_model;
 	const float *in = block_in(tm, A, r, w->ln_g, w->ln_b);
@@ -311,7 +334,16 @@ attn_fw(const TfTrainModel *tm, const TfTrainAttn *w, int heads, int r, int kv, 
 	tf_linear_fw(r, d, d, A->q, in, w->q_w, w->q_b);
 	tf_linear_fw(kv, d, d, A->k, kvin, w->k_w, w->k_b);
 	tf_linear_fw(kv, d, d, A->v, kvin, w->v_w, w->v_b);
-	tf_mha_fw(r, kv, d, heads, A->att, A->p, A->q, A->k, A->v, causal, NULL);
+	for (int i = 0; i < pp->count; i++)
+	{
+		int			q0 = cross || causal ? pp->to[i] : pp->so[i],
+					qn = cross || causal ? pp->t[i] : pp->n[i],
+					k0 = cross ? pp->so[i] : q0,
+					kn = cross ? pp->n[i] : qn;
+
+		tf_mha_fw(qn, kn, d, heads, A->att + (size_t) q0 * d, A->p + (size_t) heads * q0 * st->lim.longest,
+				  A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d, causal, NULL);
+	}
 	tf_linear_fw(r, d, d, f, A->att, w->o_w, w->o_b);
 	block_out(tm, A, r, w->ln_g, w->ln_b, f, out);
 }
@@ -366,7 +398,8 @@ block_dx(TfTrainModel *tm, BlockActs *A, int r, const float *g, float *dg, float
 
 static void
 attn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainAttn *w, TfTrainAttn *gw, int heads,
-		int r, int kv, BlockActs *A, const float *mem, float *dmem, const float *dout, float *dx)
+		int r, int kv, const Pairs *pp, bool cross, bool causal, BlockActs *A, const float *mem,
+		float *dmem, const float *dout, float *dx)
 {
 	int			d = tm->cfg.d_model;
 	const float *dF = block_dF(tm, st, A, r, w->ln_g, gw->ln_g, gw->ln_b, dout);
@@ -374,7 +407,18 @@ attn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainAttn *w, TfTrainAttn *g
 	const float *kvin = mem ? mem : in;
 
 	tf_linear_bw(r, d, d, st->datt, gw->o_w, gw->o_b, dF, A->att, w->o_w);
-	tf_mha_bw(r, kv, d, heads, st->dq, st->dk, st->dv, st->scratch, st->datt, A->p, A->q, A->k, A->v);
+	for (int i = 0; i < pp->count; i++)
+	{
+		int			q0 = cross || causal ? pp->to[i] : pp->so[i],
+					qn = cross || causal ? pp->t[i] : pp->n[i],
+					k0 = cross ? pp->so[i] : q0,
+					kn = cross ? pp->n[i] : qn;
+
+		tf_mha_bw(qn, kn, d, heads, st->dq + (size_t) q0 * d, st->dk + (size_t) k0 * d,
+				  st->dv + (size_t) k0 * d, st->scratch, st->datt + (size_t) q0 * d,
+				  A->p + (size_t) heads * q0 * st->lim.longest,
+				  A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d);
+	}
 	tf_linear_bw(r, d, d, st->din_, gw->q_w, gw->q_b, st->dq, in, w->q_w);
 	/*
 	 * No gradient for k_proj's bias: it adds q · b to every score of a
@@ -411,7 +455,7 @@ ffn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainLayer *w, TfTrainLayer *
 	block_dx(tm, A, r, w->ln_g, gw->ln_g, gw->ln_b, dout, dF, st->din_, dx);
 }
 
-/* ------------------------------------------------------------ a pair */
+/* ------------------------------------------------------------ a batch */
 
 static float
 embed_scale(const TfConfig *c)
@@ -420,98 +464,125 @@ embed_scale(const TfConfig *c)
 }
 
 double
-tf_train_pair(TfTrainModel *tm, TfTrainState *st, int n, const int *src, int t,
-			  const int *labels, int denom, float label_smoothing)
+tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *src,
+			   const int *n, const int *const *labels, const int *t, float label_smoothing)
 {
 	const TfConfig *c = &tm->cfg;
 	int			d = c->d_model;
 	int			V = c->vocab;
 	int			L = c->enc_layers,
 				M = c->dec_layers;
-	int			counted;
-	double		loss;
-	float	   *x;
+	int			N = 0,
+				T = 0,
+				count = 0;
+	double		loss = 0.0;
+	Pairs		pp = {nsent, n, t, st->so, st->to};
+	float	   *x0;
+
+	/* ---- the batch as rows ---- */
+	for (int i = 0; i < nsent; i++)
+	{
+		st->so[i] = N;
+		st->to[i] = T;
+		memcpy(st->src + N, src[i], sizeof(int) * n[i]);
+		memcpy(st->labels + T, labels[i], sizeof(int) * t[i]);
+		st->din[T] = c->decoder_start_id;
+		for (int j = 1; j < t[i]; j++)
+			st->din[T + j] = labels[i][j - 1];
+		for (int j = 0; j < t[i]; j++)
+			count += labels[i][j] != c->pad_id;
+		N += n[i];
+		T += t[i];
+	}
 
 	/* ---- the encoder ---- */
-	tf_embedding_fw(n, d, L > 0 ? st->enc[0][0].x : st->enc_top, src, tm->p.src_embed, embed_scale(c),
-					tm->enc_pos);
+	x0 = L > 0 ? st->enc[0][0].x : st->enc_top;
+	for (int i = 0; i < nsent; i++)
+		tf_embedding_fw(n[i], d, x0 + (size_t) st->so[i] * d, src[i], tm->p.src_embed, embed_scale(c),
+						tm->enc_pos);
 	for (int l = 0; l < L; l++)
 	{
-		float	   *after_attn = st->enc[l][1].x;
 		float	   *after_ffn = l + 1 < L ? st->enc[l + 1][0].x : st->enc_top;
 
-		attn_fw(tm, &tm->p.enc[l].self_attn, c->enc_heads, n, n, &st->enc[l][0], NULL, false,
-				after_attn, st->dsum);
-		ffn_fw(tm, &tm->p.enc[l], c->enc_ffn, n, &st->enc[l][1], after_ffn, st->dsum);
+		attn_fw(tm, st, &tm->p.enc[l].self_attn, c->enc_heads, N, N, &pp, false, &st->enc[l][0], NULL,
+				false, st->enc[l][1].x, st->dsum);
+		ffn_fw(tm, &tm->p.enc[l], c->enc_ffn, N, &st->enc[l][1], after_ffn, st->dsum);
 	}
 	if (c->final_norm)
-		tf_layer_norm_fw(n, d, st->enc_out, st->enc_mean, st->enc_rstd, st->enc_top,
+		tf_layer_norm_fw(N, d, st->enc_out, st->enc_mean, st->enc_rstd, st->enc_top,
 						 tm->p.enc_norm_g, tm->p.enc_norm_b, c->ln_eps);
 	else
-		memcpy(st->enc_out, st->enc_top, sizeof(float) * n * d);
+		memcpy(st->enc_out, st->enc_top, sizeof(float) * N * d);
 
 	/* ---- the decoder, teacher-forced ---- */
-	st->din[0] = c->decoder_start_id;
-	for (int i = 1; i < t; i++)
-		st->din[i] = labels[i - 1];
-	tf_embedding_fw(t, d, M > 0 ? st->dec[0][0].x : st->dec_top, st->din, tm->p.dec_embed, embed_scale(c),
-					tm->dec_pos);
+	x0 = M > 0 ? st->dec[0][0].x : st->dec_top;
+	for (int i = 0; i < nsent; i++)
+		tf_embedding_fw(t[i], d, x0 + (size_t) st->to[i] * d, st->din + st->to[i], tm->p.dec_embed,
+						embed_scale(c), tm->dec_pos);
 	for (int l = 0; l < M; l++)
 	{
 		float	   *after_ffn = l + 1 < M ? st->dec[l + 1][0].x : st->dec_top;
 
-		attn_fw(tm, &tm->p.dec[l].self_attn, c->dec_heads, t, t, &st->dec[l][0], NULL, true,
-				st->dec[l][1].x, st->dsum);
-		attn_fw(tm, &tm->p.dec[l].cross_attn, c->dec_heads, t, n, &st->dec[l][1], st->enc_out, false,
-				st->dec[l][2].x, st->dsum);
-		ffn_fw(tm, &tm->p.dec[l], c->dec_ffn, t, &st->dec[l][2], after_ffn, st->dsum);
+		attn_fw(tm, st, &tm->p.dec[l].self_attn, c->dec_heads, T, T, &pp, false, &st->dec[l][0], NULL,
+				true, st->dec[l][1].x, st->dsum);
+		attn_fw(tm, st, &tm->p.dec[l].cross_attn, c->dec_heads, T, N, &pp, true, &st->dec[l][1],
+				st->enc_out, false, st->dec[l][2].x, st->dsum);
+		ffn_fw(tm, &tm->p.dec[l], c->dec_ffn, T, &st->dec[l][2], after_ffn, st->dsum);
 	}
 	if (c->final_norm)
-		tf_layer_norm_fw(t, d, st->dec_out, st->dec_mean, st->dec_rstd, st->dec_top,
+		tf_layer_norm_fw(T, d, st->dec_out, st->dec_mean, st->dec_rstd, st->dec_top,
 						 tm->p.dec_norm_g, tm->p.dec_norm_b, c->ln_eps);
 	else
-		memcpy(st->dec_out, st->dec_top, sizeof(float) * t * d);
-	tf_linear_fw(t, V, d, st->logits, st->dec_out, tm->p.lm_head, tm->logits_bias);
+		memcpy(st->dec_out, st->dec_top, sizeof(float) * T * d);
 
-	/* ---- the loss ---- */
-	loss = tf_cross_entropy(t, V, st->dlogits, &counted, st->logits, labels, c->pad_id,
-							label_smoothing, denom);
+	/*
+	 * ---- the output layer and the loss, a pair at a time ----
+	 * (its logits are the largest activations: (t, vocab) for one pair only)
+	 */
+	for (int i = 0; i < nsent; i++)
+	{
+		const float *h = st->dec_out + (size_t) st->to[i] * d;
+		int			counted;
 
-	/* ---- backward: the output layer, the decoder ---- */
-	x = st->dcur;
-	tf_linear_bw(t, V, d, x, tm->g.lm_head, NULL, st->dlogits, st->dec_out, tm->p.lm_head);
+		tf_linear_fw(t[i], V, d, st->logits, h, tm->p.lm_head, tm->logits_bias);
+		loss += tf_cross_entropy(t[i], V, st->dlogits, &counted, st->logits, labels[i], c->pad_id,
+								 label_smoothing, count > 0 ? count : 1);
+		tf_linear_bw(t[i], V, d, st->dcur + (size_t) st->to[i] * d, tm->g.lm_head, NULL, st->dlogits, h,
+					 tm->p.lm_head);
+	}
+
+	/* ---- backward: the decoder ---- */
 	if (c->final_norm)
 	{
-		tf_layer_norm_bw(t, d, st->dnext, tm->g.dec_norm_g, tm->g.dec_norm_b, st->dcur, st->dec_top,
+		tf_layer_norm_bw(T, d, st->dnext, tm->g.dec_norm_g, tm->g.dec_norm_b, st->dcur, st->dec_top,
 						 st->dec_mean, st->dec_rstd, tm->p.dec_norm_g);
-		memcpy(st->dcur, st->dnext, sizeof(float) * t * d);
+		memcpy(st->dcur, st->dnext, sizeof(float) * T * d);
 	}
-	memset(st->denc, 0, sizeof(float) * n * d);
+	memset(st->denc, 0, sizeof(float) * N * d);
 	for (int l = M - 1; l >= 0; l--)
 	{
-		ffn_bw(tm, st, &tm->p.dec[l], &tm->g.dec[l], c->dec_ffn, t, &st->dec[l][2], st->dcur, st->dnext);
-		attn_bw(tm, st, &tm->p.dec[l].cross_attn, &tm->g.dec[l].cross_attn, c->dec_heads, t, n,
-				&st->dec[l][1], st->enc_out, st->denc, st->dnext, st->dcur);
-		attn_bw(tm, st, &tm->p.dec[l].self_attn, &tm->g.dec[l].self_attn, c->dec_heads, t, t,
-				&st->dec[l][0], NULL, NULL, st->dcur, st->dnext);
-		memcpy(st->dcur, st->dnext, sizeof(float) * t * d);
+		ffn_bw(tm, st, &tm->p.dec[l], &tm->g.dec[l], c->dec_ffn, T, &st->dec[l][2], st->dcur, st->dnext);
+		attn_bw(tm, st, &tm->p.dec[l].cross_attn, &tm->g.dec[l].cross_attn, c->dec_heads, T, N, &pp, true,
+				false, &st->dec[l][1], st->enc_out, st->denc, st->dnext, st->dcur);
+		attn_bw(tm, st, &tm->p.dec[l].self_attn, &tm->g.dec[l].self_attn, c->dec_heads, T, T, &pp, false,
+				true, &st->dec[l][0], NULL, NULL, st->dcur, st->dnext);
+		memcpy(st->dcur, st->dnext, sizeof(float) * T * d);
 	}
-	tf_embedding_bw(t, d, tm->g.dec_embed, NULL, st->dcur, st->din, embed_scale(c), c->pad_id);
+	tf_embedding_bw(T, d, tm->g.dec_embed, NULL, st->dcur, st->din, embed_scale(c), c->pad_id);
 
 	/* ---- the encoder ---- */
 	if (c->final_norm)
-		tf_layer_norm_bw(n, d, st->dcur, tm->g.enc_norm_g, tm->g.enc_norm_b, st->denc, st->enc_top,
+		tf_layer_norm_bw(N, d, st->dcur, tm->g.enc_norm_g, tm->g.enc_norm_b, st->denc, st->enc_top,
 						 st->enc_mean, st->enc_rstd, tm->p.enc_norm_g);
 	else
-		memcpy(st->dcur, st->denc, sizeof(float) * n * d);
+		memcpy(st->dcur, st->denc, sizeof(float) * N * d);
 	for (int l = L - 1; l >= 0; l--)
 	{
-		ffn_bw(tm, st, &tm->p.enc[l], &tm->g.enc[l], c->enc_ffn, n, &st->enc[l][1], st->dcur, st->dnext);
-		attn_bw(tm, st, &tm->p.enc[l].self_attn, &tm->g.enc[l].self_attn, c->enc_heads, n, n,
-				&st->enc[l][0], NULL, NULL, st->dnext, st->dcur);
+		ffn_bw(tm, st, &tm->p.enc[l], &tm->g.enc[l], c->enc_ffn, N, &st->enc[l][1], st->dcur, st->dnext);
+		attn_bw(tm, st, &tm->p.enc[l].self_attn, &tm->g.enc[l].self_attn, c->enc_heads, N, N, &pp, false,
+				false, &st->enc[l][0], NULL, NULL, st->dnext, st->dcur);
 	}
-	tf_embedding_bw(n, d, tm->g.src_embed, NULL, st->dcur, src, embed_scale(c), c->pad_id);
-	(void) counted;
+	tf_embedding_bw(N, d, tm->g.src_embed, NULL, st->dcur, st->src, embed_scale(c), c->pad_id);
 	return loss;
 }
 

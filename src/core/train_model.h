@@ -8,9 +8,9 @@
  *		gradients and Adam's two moments are arrays of the same layout, and
  *		the activations live in a state allocated once for the longest pair.
  *
- * One sentence pair at a time: a padded batch computes the same gradients
- * (padding is masked out of every sum), so a batch is its pairs' gradients
- * added, each pair's loss divided by the batch's token count.  No
+ * A batch is packed: its pairs' tokens are the rows of every product, and
+ * attention runs pair by pair, which computes what a padded batch does
+ * (padding is masked out of every sum) without the padding.  No
  * postgres.h.
  */
 #ifndef TRAIN_MODEL_H
@@ -91,24 +91,38 @@ size_t		tf_train_param_count(const TfConfig *c, bool shared, bool tied);
 /* Point out's members into base (tf_train_param_count floats). */
 void		tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainParams *out);
 
-/* The activations of one pair of at most n_max source and t_max target tokens. */
+/*
+ * The limits of a batch a state holds: sentences, source and target
+ * tokens in all, and the longest source or target.
+ */
+typedef struct TfTrainLimits
+{
+	int			sentences;
+	int			src_tokens;
+	int			tgt_tokens;
+	int			longest;
+} TfTrainLimits;
+
+/* The activations of one batch. */
 typedef struct TfTrainState TfTrainState;
 
-/* Bytes of a state for these lengths (tf_train_state_init's buffer). */
-size_t		tf_train_state_size(const TfTrainModel *tm, int n_max, int t_max);
+/* Bytes of a state for these limits (tf_train_state_init's buffer). */
+size_t		tf_train_state_size(const TfTrainModel *tm, const TfTrainLimits *lim);
 
 /* A state in buf (tf_train_state_size bytes, 16-aligned); it points into buf. */
-TfTrainState *tf_train_state_init(const TfTrainModel *tm, int n_max, int t_max, void *buf);
+TfTrainState *tf_train_state_init(const TfTrainModel *tm, const TfTrainLimits *lim, void *buf);
 
 /*
- * The pair (src (n), labels (t)), teacher-forced from the decoder start
- * token: forward, the loss, and the backward pass, whose gradients are
- * added to tm->grads.  Each label counts 1 / denom of the loss (denom: the
- * batch's labels that are not pad); labels equal to pad_id are ignored.
- * Returns this pair's share of the batch's loss.  n <= n_max, t <= t_max.
+ * A batch of pairs (src[i] (n[i]), labels[i] (t[i])), teacher-forced from
+ * the decoder start token: forward, the loss, and the backward pass, whose
+ * gradients are added to tm->grads.  The pairs' tokens are packed as the
+ * rows of every product (no padding); attention runs pair by pair.  The
+ * loss is the mean over the batch's labels that are not pad_id (ignored),
+ * as a padded batch through torch.nn.CrossEntropyLoss gives it; returned.
+ * The batch must be within the state's limits.
  */
-double		tf_train_pair(TfTrainModel *tm, TfTrainState *st, int n, const int *src, int t,
-						  const int *labels, int denom, float label_smoothing);
+double		tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *src,
+						   const int *n, const int *const *labels, const int *t, float label_smoothing);
 
 /*
  * Adam over every parameter (a->step is advanced here), after clearing

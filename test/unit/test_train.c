@@ -140,6 +140,7 @@ run_model(const char *dir, const char *name)
 			   *v;
 	void	   *buf;
 	TfTrainState *st;
+	TfTrainLimits lim;
 	TfAdam		adam = {0.9, 0.98, 1e-9, 0};
 	float		worst_loss = 0.0f,
 				worst_w = 0.0f,
@@ -232,23 +233,31 @@ run_model(const char *dir, const char *name)
 	tm.enc_pos = pos;
 	tm.dec_pos = pos + 64 * c->d_model;
 	tm.logits_bias = has_bias ? pos + 2 * 64 * c->d_model : NULL;
-	buf = aligned_alloc(64, (tf_train_state_size(&tm, MAX_IDS, MAX_IDS) + 63) & ~(size_t) 63);
-	st = tf_train_state_init(&tm, MAX_IDS, MAX_IDS, buf);
+	lim.sentences = batch;
+	lim.src_tokens = lim.tgt_tokens = batch * MAX_IDS;
+	lim.longest = MAX_IDS;
+	buf = aligned_alloc(64, (tf_train_state_size(&tm, &lim) + 63) & ~(size_t) 63);
+	st = tf_train_state_init(&tm, &lim, buf);
 
 	for (int s = 0; s < steps; s++)
 	{
-		int			denom = 0;
-		double		loss = 0.0;
+		const int  *src[MAX_PAIRS],
+				   *tgt[MAX_PAIRS];
+		int			n[MAX_PAIRS],
+					t[MAX_PAIRS];
+		double		loss;
 		double		rate = tf_warmup_rate(base_rate, s + 1, warmup);
 
-		for (int b = 0; b < batch; b++)
-			denom += pairs[s * batch + b].t;
 		for (int b = 0; b < batch; b++)
 		{
 			const Pair *p = &pairs[s * batch + b];
 
-			loss += tf_train_pair(&tm, st, p->n, p->src, p->t, p->tgt, denom, eps);
+			src[b] = p->src;
+			tgt[b] = p->tgt;
+			n[b] = p->n;
+			t[b] = p->t;
 		}
+		loss = tf_train_batch(&tm, st, batch, src, n, tgt, t, eps);
 		tf_train_adam(&tm, m, v, &adam, rate);
 		if (getenv("TRAIN_DEBUG"))
 			printf("  loss %d: %.9g vs %.9g\n", s + 1, loss, want_loss[s]);
