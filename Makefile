@@ -193,8 +193,8 @@ unittest-torch: test/unit/test_torch
 unittest-%: test/unit/test_%
 	TF_PATHOLOGICAL_MB=2 test/unit/test_$* > test/unit/test_$*.log 2>&1 || { grep -v '^ok' test/unit/test_$*.log; exit 1; }
 
-test/unit/test_train: test/unit/test_train.c $(UNIT_OBJS) src/core/*.h
-	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ test/unit/test_train.c $(UNIT_OBJS) -lopenblas -lm
+test/unit/test_train: test/unit/test_train.c test/unit/train_fixture.h $(UNIT_OBJS) src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -Itest/unit -o $@ test/unit/test_train.c $(UNIT_OBJS) -lopenblas -lm
 
 unittest: test/unit/test_core test/unit/test_cpu_kernels test/unit/test_torch test/unit/test_train $(TEXT_UNITS)
 	test/unit/test_core test/fixtures/core_ops.txt test/fixtures/grad_ops.txt
@@ -387,11 +387,16 @@ bench-metrics-memory: bench/metrics_memory
 bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c src/core/metrics.h src/core/spm.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
+bench-train: bench/bench_train
+bench/bench_train: bench/bench_train.c test/unit/train_fixture.h $(UNIT_OBJS) src/core/*.h
+	$(CC_UNIT) $(UNIT_CFLAGS) -Itest/unit -o $@ bench/bench_train.c $(UNIT_OBJS) -lopenblas -lm
+.PHONY: bench-train
+
 bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/unit/test_train test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/metrics_memory
+EXTRA_CLEAN = test/unit/test_core test/unit/test_train test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/bench_train bench/metrics_memory
 EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
 EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
 

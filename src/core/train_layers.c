@@ -311,31 +311,30 @@ tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
 	{
 		const float *z = logits + r * vocab;
 		float	   *dz = dlogits + r * vocab;
-		float		max = -INFINITY;
-		double		sum = 0.0,
-					lse,
-					all = 0.0;
+		double		lse,
+					sum_z = 0.0;
+		float		uniform = eps / vocab;
 
 		if (targets[r] == ignore)
 		{
 			memset(dz, 0, sizeof(float) * vocab);
 			continue;
 		}
-		for (int j = 0; j < vocab; j++)
-			max = z[j] > max ? z[j] : max;
-		for (int j = 0; j < vocab; j++)
-			sum += exp((double) z[j] - max);
-		lse = max + log(sum);
+		/*
+		 * The probabilities by the vectorized softmax (its sum in double),
+		 * log Σ e^z likewise; Σ_j log p_j = Σ_j z_j - vocab · lse.
+		 */
+		memcpy(dz, z, sizeof(float) * vocab);
+		tf_softmax_rows(1, vocab, dz);
+		lse = tf_log_sum_exp(vocab, z);
 		for (int j = 0; j < vocab; j++)
 		{
-			double		logp = z[j] - lse;
-
-			all += logp;
-			dz[j] = (float) (exp(logp) - eps / vocab) * inv;
+			sum_z += z[j];
+			dz[j] = (dz[j] - uniform) * inv;
 		}
 		dz[targets[r]] -= (1.0f - eps) * inv;
 		nll -= z[targets[r]] - lse;
-		smooth -= all;
+		smooth -= sum_z - vocab * lse;
 	}
 	if (count == 0)
 		return 0.0;
@@ -369,7 +368,8 @@ tf_adam_step(size_t n, float *param, float *m, float *v, const float *grad,
 
 		m[i] = m[i] * b1 + g * c1;
 		v[i] = v[i] * b2 + g * g * c2;
-		param[i] -= step_size * (m[i] / (sqrtf(v[i]) / bc2s + eps));
+		/* fabsf: v >= 0 anyway, and sqrtf of what cannot be negative sets no errno, so the loop vectorizes */
+		param[i] -= step_size * (m[i] / (sqrtf(fabsf(v[i])) / bc2s + eps));
 	}
 }
 

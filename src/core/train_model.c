@@ -113,6 +113,9 @@ tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainPar
 
 /* ------------------------------------------------------------ the state */
 
+/* target rows through the output layer at a time: products of full size, logits of bounded size */
+#define OUT_ROWS 64
+
 /* What a block keeps for its backward pass (its rows; keys of every pair). */
 typedef struct BlockActs
 {
@@ -153,8 +156,8 @@ struct TfTrainState
 	float	   *dec_out;		/* (T, d) */
 	float	   *dec_mean;		/* (T) */
 	float	   *dec_rstd;
-	float	   *logits;			/* (longest, vocab): one pair's at a time */
-	float	   *dlogits;		/* (longest, vocab) */
+	float	   *logits;			/* (OUT_ROWS, vocab): a part of the target rows at a time */
+	float	   *dlogits;		/* (OUT_ROWS, vocab) */
 	int		   *src;			/* (N) the batch's source ids */
 	int		   *din;			/* (T) the decoder's inputs: per pair start, labels[0 .. t-2] */
 	int		   *labels;			/* (T) */
@@ -233,8 +236,8 @@ layout(const TfTrainModel *tm, const TfTrainLimits *lim, Bump *b, TfTrainState *
 	st->dec_out = take(b, (size_t) T * d);
 	st->dec_mean = take(b, T);
 	st->dec_rstd = take(b, T);
-	st->logits = take(b, (size_t) Lg * c->vocab);
-	st->dlogits = take(b, (size_t) Lg * c->vocab);
+	st->logits = take(b, (size_t) (T < OUT_ROWS ? T : OUT_ROWS) * c->vocab);
+	st->dlogits = take(b, (size_t) (T < OUT_ROWS ? T : OUT_ROWS) * c->vocab);
 	st->src = (int *) take(b, N);
 	st->din = (int *) take(b, T);
 	st->labels = (int *) take(b, T);
@@ -536,18 +539,19 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		memcpy(st->dec_out, st->dec_top, sizeof(float) * T * d);
 
 	/*
-	 * ---- the output layer and the loss, a pair at a time ----
-	 * (its logits are the largest activations: (t, vocab) for one pair only)
+	 * ---- the output layer and the loss, OUT_ROWS rows at a time ----
+	 * (its logits are the largest activations: (rows, vocab) for a part only)
 	 */
-	for (int i = 0; i < nsent; i++)
+	for (int r0 = 0; r0 < T; r0 += OUT_ROWS)
 	{
-		const float *h = st->dec_out + (size_t) st->to[i] * d;
+		int			rows = T - r0 < OUT_ROWS ? T - r0 : OUT_ROWS;
+		const float *h = st->dec_out + (size_t) r0 * d;
 		int			counted;
 
-		tf_linear_fw(t[i], V, d, st->logits, h, tm->p.lm_head, tm->logits_bias);
-		loss += tf_cross_entropy(t[i], V, st->dlogits, &counted, st->logits, labels[i], c->pad_id,
+		tf_linear_fw(rows, V, d, st->logits, h, tm->p.lm_head, tm->logits_bias);
+		loss += tf_cross_entropy(rows, V, st->dlogits, &counted, st->logits, st->labels + r0, c->pad_id,
 								 label_smoothing, count > 0 ? count : 1);
-		tf_linear_bw(t[i], V, d, st->dcur + (size_t) st->to[i] * d, tm->g.lm_head, NULL, st->dlogits, h,
+		tf_linear_bw(rows, V, d, st->dcur + (size_t) r0 * d, tm->g.lm_head, NULL, st->dlogits, h,
 					 tm->p.lm_head);
 	}
 
