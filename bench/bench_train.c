@@ -55,6 +55,7 @@ main(int argc, char **argv)
 	tf_blas_init();
 	tf_set_blas_threads(1);
 	read_train_fixture(argv[1], argv[2], &fx);
+	adam.eps = fx.adam_eps;
 	if (tf_train_param_count(&fx.cfg, true, true) != fx.nparams || fx.batch > 1024)
 	{
 		fprintf(stderr, "the parameters do not fit the config\n");
@@ -101,6 +102,7 @@ main(int argc, char **argv)
 					loss,
 					dt;
 
+		tm.drop.step = s + 1;
 		loss = tf_train_batch(&tm, st, nb, src, n, tgt, t, fx.label_smoothing);
 		tf_train_adam(&tm, m, v, &adam, tf_warmup_rate(fx.base_rate, s + 1, fx.warmup));
 		dt = now() - t0;

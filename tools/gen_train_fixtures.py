@@ -17,6 +17,8 @@ pre-norm with final norms and relu), with dropout 0:
   and no two implementations agree after 10), on
   nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=pad) over the
   batch's labels, teacher-forced from decoder_start_token_id;
+- and the same two with dropout (NAME_dropout): F.dropout replaced by
+  SameMasks, which keeps what tf_dropout_keep keeps;
 - k_proj's biases get the gradient 0, their exact gradient (the softmax
   takes away a shift of all of a query's scores): autograd's rounding
   noise there, scaled up by Adam, would move them at random.
@@ -38,8 +40,10 @@ import os
 import struct
 import sys
 
+import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -52,10 +56,58 @@ MAX_LEN = 64
 
 
 def no_dropout(model):
+    set_dropout(model, 0.0, 0.0, 0.0)
+
+
+def set_dropout(model, hidden, attention, activation):
+    """Every dropout probability of the modules: the attention weights', the
+    activation's, and the rest (after the embeddings, and each block's F)."""
     for m in model.modules():
-        for attr in ("dropout", "act_dropout", "activation_dropout"):
+        if isinstance(m, (mt.Attention, mm.M2M100Attention)):
+            m.dropout = attention
+            continue
+        for attr, p in (("act_dropout", activation), ("activation_dropout", activation), ("dropout", hidden)):
             if isinstance(getattr(m, attr, None), float):
-                setattr(m, attr, 0.0)
+                setattr(m, attr, p)
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class SameMasks:
+    """F.dropout with train_model.h's masks (tf_dropout_keep): a value is
+    kept when splitmix64(seed · φ + (step << 20 | site) · c + idx)'s top 24
+    bits, as a fraction, are >= p; site counts F.dropout's calls in the
+    step's forward pass (p = 0 too), idx is the value's place in its pair:
+    b << 32 | j << 16 | k for (batch, position, column), (b · heads + h) << 32
+    | i << 16 | j for attention weights (batch, head, query, key)."""
+
+    def __init__(self, seed):
+        self.seed, self.step, self.site = seed, 0, 0
+
+    def __call__(self, x, p=0.5, training=True, inplace=False):
+        site = self.site
+        self.site += 1
+        if not training or p == 0.0:
+            return x
+        with np.errstate(over="ignore"):
+            if x.dim() == 3:
+                b, j, k = np.meshgrid(*[np.arange(n, dtype=np.uint64) for n in x.shape], indexing="ij")
+                idx = (b << np.uint64(32)) | (j << np.uint64(16)) | k
+            else:
+                b, h, i, j = np.meshgrid(*[np.arange(n, dtype=np.uint64) for n in x.shape], indexing="ij")
+                idx = ((b * np.uint64(x.shape[1]) + h) << np.uint64(32)) | (i << np.uint64(16)) | j
+            stream = np.uint64(((self.step << 20) | site) & MASK64)
+            z = splitmix64(np.uint64(self.seed) * np.uint64(0x9E3779B97F4A7C15)
+                           + stream * np.uint64(0xD1B54A32D192ED03) + idx)
+        keep = (z >> np.uint64(40)).astype(np.float64) >= p * 16777216.0
+        return x * torch.from_numpy(keep).to(x.dtype) * (1.0 / (1.0 - p))
 
 
 def attn(a):
@@ -104,7 +156,7 @@ def write_f32(path, t):
         f.write(struct.pack("<%df" % t.numel(), *t.tolist()))
 
 
-def run(name, kind, directory, base_rate, warmup):
+def run(name, kind, directory, base_rate, warmup, drop=None, adam_eps=1e-9):
     torch.manual_seed(41)
     if kind == "marian":
         model = mt.load_marian(directory)
@@ -113,6 +165,10 @@ def run(name, kind, directory, base_rate, warmup):
         model = mm.load_m2m100(directory)
         cfg = model.cfg
     no_dropout(model)
+    masks = None
+    if drop:
+        set_dropout(model, drop["hidden"], drop["attention"], drop["activation"])
+        masks = SameMasks(drop["seed"])
     model.train()
     # The reference runs in float64: torch's float32 loses up to 1e-3 of the
     # small gradients of the output layer's rows (a softmax probability
@@ -140,7 +196,7 @@ def run(name, kind, directory, base_rate, warmup):
     assert len({id(p) for p in params}) == len(params)
     assert {id(p) for p in params} == {id(p) for p in model.parameters()}, "a parameter is left out"
     init = flat(params)
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=adam_eps)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=EPS, ignore_index=pad)
     losses, rates = [], []
     for step in range(1, STEPS + 1):
@@ -151,11 +207,16 @@ def run(name, kind, directory, base_rate, warmup):
         mask = torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s, _ in batch])
         labels = torch.tensor([y + [pad] * (t - len(y)) for _, y in batch])
         dec_in = torch.cat([torch.full((len(batch), 1), start), labels[:, :-1]], dim=1)
+        saved = F.dropout
+        if masks:
+            masks.step, masks.site = step, 0
+            F.dropout = masks
         if kind == "marian":
             memory, mpad = model.encode(src, mask)
             logits = model.decode(dec_in, memory, mpad)
         else:
             logits = model(src, dec_in, mask)
+        F.dropout = saved
         loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
         lr = base_rate * (min(1.0, step / warmup) if warmup > 0 else 1.0)
         for group in opt.param_groups:
@@ -201,6 +262,11 @@ def run(name, kind, directory, base_rate, warmup):
                                     1 if kind == "marian" else 0, init.numel()),
              "train steps %d batch %d rate %.9g warmup %d label_smoothing %.3f"
              % (STEPS, BATCH, base_rate, warmup, EPS)]
+    if adam_eps != 1e-9:
+        lines.append("adam eps %.9g" % adam_eps)
+    if drop:
+        lines.append("dropout hidden %.6g attention %.6g activation %.6g seed %d"
+                     % (drop["hidden"], drop["attention"], drop["activation"], drop["seed"]))
     for s, y in pairs:
         lines.append("pair %d %s %d %s" % (len(s), " ".join(map(str, s)), len(y), " ".join(map(str, y))))
     for step, (loss, lr) in enumerate(zip(losses, rates), 1):
@@ -216,6 +282,16 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     run("marian_swish", "marian", os.path.join(ROOT, "test", "fixtures", "models", "marian_swish"), 1e-3, 0)
     run("nllb_tiny", "m2m100", os.path.join(ROOT, "test", "fixtures", "checkpoints", "nllb_tiny"), 1e-3, 3)
+    # With dropout everywhere: the same masks on both sides (SameMasks, tf_dropout_keep), and Adam's
+    # eps 1e-5: with these masks a few gradients (decoder layer 0's self-attention, output rows) are
+    # rounding noise around 0, near 1e-9 or 1e-6, where a small eps makes Adam's step jump from 0 to
+    # the full rate, so float32 and float64 part by up to a step (1.5e-4 after the first at eps 1e-9,
+    # 1.1e-4 after 10 at 1e-6).  What these runs check is the masks and their backward passes; eps
+    # 1e-9 is checked by the runs above and by grad_ops.txt's adam cases.
+    run("marian_swish_dropout", "marian", os.path.join(ROOT, "test", "fixtures", "models", "marian_swish"),
+        1e-3, 0, {"hidden": 0.1, "attention": 0.1, "activation": 0.2, "seed": 7}, adam_eps=1e-5)
+    run("nllb_tiny_dropout", "m2m100", os.path.join(ROOT, "test", "fixtures", "checkpoints", "nllb_tiny"),
+        1e-3, 3, {"hidden": 0.1, "attention": 0.1, "activation": 0.0, "seed": 11}, adam_eps=1e-5)
 
 
 if __name__ == "__main__":

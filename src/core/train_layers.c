@@ -200,49 +200,74 @@ tf_activation_bw(TfTrainAct act, size_t n, float *dx, const float *dy, const flo
 /* ------------------------------------------------------------ attention */
 
 void
-tf_mha_fw(int n, int m, int d, int heads, float *out, float *p,
+tf_mha_fw(int n, int m, int d, int heads, float *out, float *p, float *scratch,
 		  const float *q, const float *k, const float *v,
-		  bool causal, const unsigned char *key_pad)
+		  bool causal, const unsigned char *key_pad, const unsigned char *keep, float scale)
 {
 	int			dk = d / heads;
-	float		scale = 1.0f / sqrtf((float) dk);
+	float		qk_scale = 1.0f / sqrtf((float) dk);
 
 	for (int h = 0; h < heads; h++)
 	{
 		float	   *ph = p + (size_t) h * n * m;
+		const float *w = ph;
 
-		tf_matmul(n, m, dk, ph, m, q + h * dk, d, k + h * dk, d, true, scale, 0.0f);
+		tf_matmul(n, m, dk, ph, m, q + h * dk, d, k + h * dk, d, true, qk_scale, 0.0f);
 		for (size_t i = 0; i < (size_t) n; i++)
 			for (size_t j = 0; j < (size_t) m; j++)
 				if ((causal && j > i) || (key_pad && key_pad[j]))
 					ph[i * m + j] = -INFINITY;
 		tf_softmax_rows(n, m, ph);
-		tf_matmul(n, dk, m, out + h * dk, d, ph, m, v + h * dk, d, false, 1.0f, 0.0f);
+		if (keep)
+		{
+			const unsigned char *kh = keep + (size_t) h * n * m;
+
+			for (size_t i = 0; i < (size_t) n * m; i++)
+				scratch[i] = kh[i] ? ph[i] * scale : 0.0f;
+			w = scratch;
+		}
+		tf_matmul(n, dk, m, out + h * dk, d, w, m, v + h * dk, d, false, 1.0f, 0.0f);
 	}
 }
 
 /*
- * Per head, with P the weights and dO the head's columns of dout:
- *		dV = Pᵀ dO;  dP = dO Vᵀ;  dS = P ⊙ (dP - rowsum(dP ⊙ P));
- *		dQ = dS K / √dk;  dK = dSᵀ Q / √dk.
+ * Per head, with P the weights, P' = P ⊙ keep · scale what the forward
+ * pass multiplied V by (P without dropout), and dO the head's columns of
+ * dout:
+ *		dV = P'ᵀ dO;  dP = (dO Vᵀ) ⊙ keep · scale;
+ *		dS = P ⊙ (dP - rowsum(dP ⊙ P));  dQ = dS K / √dk;  dK = dSᵀ Q / √dk.
  * A hidden key has P = 0, so dS = 0 there: the mask needs no second look.
  */
 void
 tf_mha_bw(int n, int m, int d, int heads, float *dq, float *dk, float *dv, float *scratch,
-		  const float *dout, const float *p, const float *q, const float *k, const float *v)
+		  const float *dout, const float *p, const float *q, const float *k, const float *v,
+		  const unsigned char *keep, float scale)
 {
 	int			hd = d / heads;
-	float		scale = 1.0f / sqrtf((float) hd);
+	float		qk_scale = 1.0f / sqrtf((float) hd);
 
 	memset(dk, 0, sizeof(float) * m * d);
 	memset(dv, 0, sizeof(float) * m * d);
 	for (int h = 0; h < heads; h++)
 	{
 		const float *ph = p + (size_t) h * n * m;
+		const unsigned char *kh = keep ? keep + (size_t) h * n * m : NULL;
 		float	   *ds = scratch;
+		const float *w = ph;
 
-		matmul_tn_acc(m, hd, n, dv + h * hd, d, ph, m, dout + h * hd, d, 1.0f);
+		if (kh)
+		{
+			float	   *pd = scratch + (size_t) n * m;
+
+			for (size_t i = 0; i < (size_t) n * m; i++)
+				pd[i] = kh[i] ? ph[i] * scale : 0.0f;
+			w = pd;
+		}
+		matmul_tn_acc(m, hd, n, dv + h * hd, d, w, m, dout + h * hd, d, 1.0f);
 		tf_matmul(n, m, hd, ds, m, dout + h * hd, d, v + h * hd, d, true, 1.0f, 0.0f);
+		if (kh)
+			for (size_t i = 0; i < (size_t) n * m; i++)
+				ds[i] = kh[i] ? ds[i] * scale : 0.0f;
 		for (size_t i = 0; i < (size_t) n; i++)
 		{
 			double		dot = 0.0;
@@ -252,8 +277,8 @@ tf_mha_bw(int n, int m, int d, int heads, float *dq, float *dk, float *dv, float
 			for (size_t j = 0; j < (size_t) m; j++)
 				ds[i * m + j] = ph[i * m + j] * (ds[i * m + j] - (float) dot);
 		}
-		tf_matmul(n, hd, m, dq + h * hd, d, ds, m, k + h * hd, d, false, scale, 0.0f);
-		matmul_tn_acc(m, hd, n, dk + h * hd, d, ds, m, q + h * hd, d, scale);
+		tf_matmul(n, hd, m, dq + h * hd, d, ds, m, k + h * hd, d, false, qk_scale, 0.0f);
+		matmul_tn_acc(m, hd, n, dk + h * hd, d, ds, m, q + h * hd, d, qk_scale);
 	}
 }
 

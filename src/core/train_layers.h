@@ -65,17 +65,21 @@ void		tf_activation_bw(TfTrainAct act, size_t n, float *dx, const float *dy, con
  * softmax(q_h k_hᵀ / √dk, masked) v_h; p (heads, n, m) keeps the weights.
  * causal: key j hidden from query i when j > i; key_pad (m, or NULL): keys
  * hidden from every query.  A query with every key hidden gets weights 0.
+ * Dropout of the weights (attention_dropout): keep (heads, n, m), 1 where
+ * a weight is kept, and scale = 1 / (1 - p); p keeps them before it.
+ * keep NULL: none.  scratch: n · m floats when keep is given.
  */
-void		tf_mha_fw(int n, int m, int d, int heads, float *out, float *p,
+void		tf_mha_fw(int n, int m, int d, int heads, float *out, float *p, float *scratch,
 					  const float *q, const float *k, const float *v,
-					  bool causal, const unsigned char *key_pad);
+					  bool causal, const unsigned char *key_pad, const unsigned char *keep, float scale);
 
 /*
  * dq (n, d), dk and dv (m, d) from dout (n, d): written, not added.
- * scratch: n · m floats.
+ * scratch: 2 · n · m floats; keep and scale as the forward pass had them.
  */
 void		tf_mha_bw(int n, int m, int d, int heads, float *dq, float *dk, float *dv, float *scratch,
-					  const float *dout, const float *p, const float *q, const float *k, const float *v);
+					  const float *dout, const float *p, const float *q, const float *k, const float *v,
+					  const unsigned char *keep, float scale);
 
 /* ---- embeddings: out[i] = e[ids[i]] · scale + pos[i] ---- */
 

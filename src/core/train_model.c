@@ -8,8 +8,9 @@
  * tools/marian_torch.py and tools/m2m100_torch.py port them): a block is
  * post-norm, LN(x + F(x)), or pre-norm, x + F(LN(x)); the attention
  * blocks' F is out_proj(softmax(q kᵀ / √dk) v) over q_proj, k_proj,
- * v_proj; the feed-forward block's F is fc2(act(fc1(x))).  Dropout is not
- * applied here (training with dropout 0).
+ * v_proj; the feed-forward block's F is fc2(act(fc1(x))).  Dropout as
+ * F.dropout in those modules: after the embeddings, of the attention
+ * weights, after the activation, and of each F before its residual.
  */
 #include "train_model.h"
 
@@ -130,7 +131,10 @@ typedef struct BlockActs
 	float	   *p;				/* pair i's weights (heads, its rows, its keys) at heads · row0 · longest */
 	float	   *att;			/* (rows, d) before out_proj */
 	float	   *h;				/* (rows, ffn) feed-forward: fc1's output */
-	float	   *a;				/* (rows, ffn) activated */
+	float	   *a;				/* (rows, ffn) activated (and dropped out) */
+	int			site_p;			/* its dropout sites: of the attention weights, */
+	int			site_a;			/* of the activation, */
+	int			site_f;			/* of F */
 } BlockActs;
 
 /* The pairs of a batch as row ranges: source rows so[i] .. so[i] + n[i], target rows to[i] .. */
@@ -175,8 +179,13 @@ struct TfTrainState
 	float	   *dkin;			/* (R, d) */
 	float	   *dvin;			/* (R, d) */
 	float	   *dh;				/* (R, ffn) */
-	float	   *scratch;		/* (longest, longest) */
+	float	   *scratch;		/* (2, longest, longest) */
+	float	   *dfm;			/* (R, d) dF through F's dropout */
+	unsigned char *keep;		/* a dropout mask: (R, max(d, ffn)) or (heads, longest, longest) */
 	float	   *denc;			/* (N, d) the encoder output's gradient, from every cross-attention */
+	int			sites;			/* dropout sites numbered so far in this batch's forward pass */
+	int			site_enc;		/* the embeddings' */
+	int			site_dec;
 };
 
 static void
@@ -254,7 +263,15 @@ layout(const TfTrainModel *tm, const TfTrainLimits *lim, Bump *b, TfTrainState *
 	st->dkin = take(b, (size_t) R * d);
 	st->dvin = take(b, (size_t) R * d);
 	st->dh = take(b, (size_t) R * ffn);
-	st->scratch = take(b, (size_t) Lg * Lg);
+	st->scratch = take(b, (size_t) 2 * Lg * Lg);
+	st->dfm = take(b, (size_t) R * d);
+	{
+		int			heads = c->enc_heads > c->dec_heads ? c->enc_heads : c->dec_heads;
+		size_t		hidden = (size_t) R * (ffn > d ? ffn : d);
+		size_t		weights = (size_t) heads * Lg * Lg;
+
+		st->keep = (unsigned char *) take(b, ((hidden > weights ? hidden : weights) + 3) / 4);
+	}
 	st->denc = take(b, (size_t) N * d);
 	return b->used;
 }
@@ -276,6 +293,82 @@ tf_train_state_init(const TfTrainModel *tm, const TfTrainLimits *lim, void *buf)
 
 	layout(tm, lim, &b, st);
 	return st;
+}
+
+/* ------------------------------------------------------------ dropout */
+
+static unsigned long long
+splitmix64(unsigned long long z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+bool
+tf_dropout_keep(unsigned long long seed, long step, int site, unsigned long long idx, float p)
+{
+	unsigned long long stream = ((unsigned long long) step << 20) | (unsigned) site;
+	unsigned long long z = splitmix64(seed * 0x9E3779B97F4A7C15ULL + stream * 0xD1B54A32D192ED03ULL + idx);
+
+	return (double) (z >> 40) >= (double) p * 16777216.0;
+}
+
+static float
+drop_scale(float p)
+{
+	return (float) (1.0 / (1.0 - (double) p));
+}
+
+/*
+ * x (the rows of one side of the batch, cols wide) times site's mask and
+ * scale: the forward pass, and the backward pass on the gradient.
+ */
+static void
+drop_rows(const TfTrainModel *tm, const Pairs *pp, bool tgt, int cols, int site, float p, float *x)
+{
+	float		scale;
+
+	if (p <= 0.0f)
+		return;
+	scale = drop_scale(p);
+	for (int b = 0; b < pp->count; b++)
+	{
+		int			r0 = tgt ? pp->to[b] : pp->so[b],
+					len = tgt ? pp->t[b] : pp->n[b];
+
+		for (int j = 0; j < len; j++)
+		{
+			float	   *row = x + (size_t) (r0 + j) * cols;
+
+			for (int k = 0; k < cols; k++)
+			{
+				unsigned long long idx = (unsigned long long) b << 32 | (unsigned long long) j << 16 | k;
+
+				row[k] = tf_dropout_keep(tm->drop.seed, tm->drop.step, site, idx, p) ? row[k] * scale : 0.0f;
+			}
+		}
+	}
+}
+
+/* pair b's mask of attention weights (heads, qn, kn), or NULL without dropout */
+static const unsigned char *
+weights_mask(const TfTrainModel *tm, TfTrainState *st, int b, int heads, int qn, int kn, int site)
+{
+	float		p = tm->drop.attention;
+
+	if (p <= 0.0f)
+		return NULL;
+	for (int h = 0; h < heads; h++)
+		for (int i = 0; i < qn; i++)
+			for (int j = 0; j < kn; j++)
+			{
+				unsigned long long idx = (unsigned long long) (b * heads + h) << 32 |
+					(unsigned long long) i << 16 | j;
+
+				st->keep[((size_t) h * qn + i) * kn + j] = tf_dropout_keep(tm->drop.seed, tm->drop.step, site, idx, p);
+			}
+	return st->keep;
 }
 
 /* ------------------------------------------------------------ the blocks */
@@ -327,13 +420,15 @@ block_out(const TfTrainModel *tm, BlockActs *A, int r, const float *g, const flo
  * keys ko[i] .. + kn[i].
  */
 static void
-attn_fw(const TfTrainModel *tm, const TfTrainState *st, const TfTrainAttn *w, int heads, int r, int kv,
+attn_fw(const TfTrainModel *tm, TfTrainState *st, const TfTrainAttn *w, int heads, int r, int kv,
 		const Pairs *pp, bool cross, BlockActs *A, const float *mem, bool causal, float *out, float *f)
 {
 	int			d = tm->cfg.d_model;
 	const float *in = block_in(tm, A, r, w->ln_g, w->ln_b);
 	const float *kvin = mem ? mem : in;
 
+	A->site_p = st->sites++;
+	A->site_f = st->sites++;
 	tf_linear_fw(r, d, d, A->q, in, w->q_w, w->q_b);
 	tf_linear_fw(kv, d, d, A->k, kvin, w->k_w, w->k_b);
 	tf_linear_fw(kv, d, d, A->v, kvin, w->v_w, w->v_b);
@@ -343,24 +438,43 @@ attn_fw(const TfTrainModel *tm, const TfTrainState *st, const TfTrainAttn *w, in
 					qn = cross || causal ? pp->t[i] : pp->n[i],
 					k0 = cross ? pp->so[i] : q0,
 					kn = cross ? pp->n[i] : qn;
+		const unsigned char *keep = weights_mask(tm, st, i, heads, qn, kn, A->site_p);
 
 		tf_mha_fw(qn, kn, d, heads, A->att + (size_t) q0 * d, A->p + (size_t) heads * q0 * st->lim.longest,
-				  A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d, causal, NULL);
+				  st->scratch, A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d, causal,
+				  NULL, keep, drop_scale(tm->drop.attention));
 	}
 	tf_linear_fw(r, d, d, f, A->att, w->o_w, w->o_b);
+	drop_rows(tm, pp, cross || causal, d, A->site_f, tm->drop.hidden, f);
 	block_out(tm, A, r, w->ln_g, w->ln_b, f, out);
 }
 
 static void
-ffn_fw(const TfTrainModel *tm, const TfTrainLayer *w, int ffn, int r, BlockActs *A, float *out, float *f)
+ffn_fw(const TfTrainModel *tm, TfTrainState *st, const TfTrainLayer *w, int ffn, int r, const Pairs *pp,
+	   bool tgt, BlockActs *A, float *out, float *f)
 {
 	int			d = tm->cfg.d_model;
 	const float *in = block_in(tm, A, r, w->ln_g, w->ln_b);
 
+	A->site_a = st->sites++;
+	A->site_f = st->sites++;
 	tf_linear_fw(r, ffn, d, A->h, in, w->fc1_w, w->fc1_b);
 	tf_activation_fw(train_act(tm->cfg.activation), (size_t) r * ffn, A->a, A->h);
+	drop_rows(tm, pp, tgt, ffn, A->site_a, tm->drop.activation, A->a);
 	tf_linear_fw(r, d, ffn, f, A->a, w->fc2_w, w->fc2_b);
+	drop_rows(tm, pp, tgt, d, A->site_f, tm->drop.hidden, f);
 	block_out(tm, A, r, w->ln_g, w->ln_b, f, out);
+}
+
+/* dF through F's dropout, into st->dfm (dF itself stays: the residual path's) */
+static const float *
+drop_dF(const TfTrainModel *tm, TfTrainState *st, const Pairs *pp, bool tgt, int r, int site, const float *dF)
+{
+	if (tm->drop.hidden <= 0.0f)
+		return dF;
+	memcpy(st->dfm, dF, sizeof(float) * r * tm->cfg.d_model);
+	drop_rows(tm, pp, tgt, tm->cfg.d_model, site, tm->drop.hidden, st->dfm);
+	return st->dfm;
 }
 
 /*
@@ -406,21 +520,24 @@ attn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainAttn *w, TfTrainAttn *g
 {
 	int			d = tm->cfg.d_model;
 	const float *dF = block_dF(tm, st, A, r, w->ln_g, gw->ln_g, gw->ln_b, dout);
+	const float *dFm = drop_dF(tm, st, pp, cross || causal, r, A->site_f, dF);
 	const float *in = tm->cfg.pre_norm ? A->xn : A->x;
 	const float *kvin = mem ? mem : in;
 
-	tf_linear_bw(r, d, d, st->datt, gw->o_w, gw->o_b, dF, A->att, w->o_w);
+	tf_linear_bw(r, d, d, st->datt, gw->o_w, gw->o_b, dFm, A->att, w->o_w);
 	for (int i = 0; i < pp->count; i++)
 	{
 		int			q0 = cross || causal ? pp->to[i] : pp->so[i],
 					qn = cross || causal ? pp->t[i] : pp->n[i],
 					k0 = cross ? pp->so[i] : q0,
 					kn = cross ? pp->n[i] : qn;
+		const unsigned char *keep = weights_mask(tm, st, i, heads, qn, kn, A->site_p);
 
 		tf_mha_bw(qn, kn, d, heads, st->dq + (size_t) q0 * d, st->dk + (size_t) k0 * d,
 				  st->dv + (size_t) k0 * d, st->scratch, st->datt + (size_t) q0 * d,
 				  A->p + (size_t) heads * q0 * st->lim.longest,
-				  A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d);
+				  A->q + (size_t) q0 * d, A->k + (size_t) k0 * d, A->v + (size_t) k0 * d,
+				  keep, drop_scale(tm->drop.attention));
 	}
 	tf_linear_bw(r, d, d, st->din_, gw->q_w, gw->q_b, st->dq, in, w->q_w);
 	/*
@@ -446,13 +563,15 @@ attn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainAttn *w, TfTrainAttn *g
 
 static void
 ffn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainLayer *w, TfTrainLayer *gw, int ffn, int r,
-	   BlockActs *A, const float *dout, float *dx)
+	   const Pairs *pp, bool tgt, BlockActs *A, const float *dout, float *dx)
 {
 	int			d = tm->cfg.d_model;
 	const float *dF = block_dF(tm, st, A, r, w->ln_g, gw->ln_g, gw->ln_b, dout);
+	const float *dFm = drop_dF(tm, st, pp, tgt, r, A->site_f, dF);
 	const float *in = tm->cfg.pre_norm ? A->xn : A->x;
 
-	tf_linear_bw(r, d, ffn, st->dh, gw->fc2_w, gw->fc2_b, dF, A->a, w->fc2_w);
+	tf_linear_bw(r, d, ffn, st->dh, gw->fc2_w, gw->fc2_b, dFm, A->a, w->fc2_w);
+	drop_rows(tm, pp, tgt, ffn, A->site_a, tm->drop.activation, st->dh);
 	tf_activation_bw(train_act(tm->cfg.activation), (size_t) r * ffn, st->dh, st->dh, A->h);
 	tf_linear_bw(r, ffn, d, st->din_, gw->fc1_w, gw->fc1_b, st->dh, in, w->fc1_w);
 	block_dx(tm, A, r, w->ln_g, gw->ln_g, gw->ln_b, dout, dF, st->din_, dx);
@@ -499,17 +618,20 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	}
 
 	/* ---- the encoder ---- */
+	st->sites = 0;
+	st->site_enc = st->sites++;
 	x0 = L > 0 ? st->enc[0][0].x : st->enc_top;
 	for (int i = 0; i < nsent; i++)
 		tf_embedding_fw(n[i], d, x0 + (size_t) st->so[i] * d, src[i], tm->p.src_embed, embed_scale(c),
 						tm->enc_pos);
+	drop_rows(tm, &pp, false, d, st->site_enc, tm->drop.hidden, x0);
 	for (int l = 0; l < L; l++)
 	{
 		float	   *after_ffn = l + 1 < L ? st->enc[l + 1][0].x : st->enc_top;
 
 		attn_fw(tm, st, &tm->p.enc[l].self_attn, c->enc_heads, N, N, &pp, false, &st->enc[l][0], NULL,
 				false, st->enc[l][1].x, st->dsum);
-		ffn_fw(tm, &tm->p.enc[l], c->enc_ffn, N, &st->enc[l][1], after_ffn, st->dsum);
+		ffn_fw(tm, st, &tm->p.enc[l], c->enc_ffn, N, &pp, false, &st->enc[l][1], after_ffn, st->dsum);
 	}
 	if (c->final_norm)
 		tf_layer_norm_fw(N, d, st->enc_out, st->enc_mean, st->enc_rstd, st->enc_top,
@@ -518,10 +640,12 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		memcpy(st->enc_out, st->enc_top, sizeof(float) * N * d);
 
 	/* ---- the decoder, teacher-forced ---- */
+	st->site_dec = st->sites++;
 	x0 = M > 0 ? st->dec[0][0].x : st->dec_top;
 	for (int i = 0; i < nsent; i++)
 		tf_embedding_fw(t[i], d, x0 + (size_t) st->to[i] * d, st->din + st->to[i], tm->p.dec_embed,
 						embed_scale(c), tm->dec_pos);
+	drop_rows(tm, &pp, true, d, st->site_dec, tm->drop.hidden, x0);
 	for (int l = 0; l < M; l++)
 	{
 		float	   *after_ffn = l + 1 < M ? st->dec[l + 1][0].x : st->dec_top;
@@ -530,7 +654,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 				true, st->dec[l][1].x, st->dsum);
 		attn_fw(tm, st, &tm->p.dec[l].cross_attn, c->dec_heads, T, N, &pp, true, &st->dec[l][1],
 				st->enc_out, false, st->dec[l][2].x, st->dsum);
-		ffn_fw(tm, &tm->p.dec[l], c->dec_ffn, T, &st->dec[l][2], after_ffn, st->dsum);
+		ffn_fw(tm, st, &tm->p.dec[l], c->dec_ffn, T, &pp, true, &st->dec[l][2], after_ffn, st->dsum);
 	}
 	if (c->final_norm)
 		tf_layer_norm_fw(T, d, st->dec_out, st->dec_mean, st->dec_rstd, st->dec_top,
@@ -565,13 +689,15 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	memset(st->denc, 0, sizeof(float) * N * d);
 	for (int l = M - 1; l >= 0; l--)
 	{
-		ffn_bw(tm, st, &tm->p.dec[l], &tm->g.dec[l], c->dec_ffn, T, &st->dec[l][2], st->dcur, st->dnext);
+		ffn_bw(tm, st, &tm->p.dec[l], &tm->g.dec[l], c->dec_ffn, T, &pp, true, &st->dec[l][2], st->dcur,
+			   st->dnext);
 		attn_bw(tm, st, &tm->p.dec[l].cross_attn, &tm->g.dec[l].cross_attn, c->dec_heads, T, N, &pp, true,
 				false, &st->dec[l][1], st->enc_out, st->denc, st->dnext, st->dcur);
 		attn_bw(tm, st, &tm->p.dec[l].self_attn, &tm->g.dec[l].self_attn, c->dec_heads, T, T, &pp, false,
 				true, &st->dec[l][0], NULL, NULL, st->dcur, st->dnext);
 		memcpy(st->dcur, st->dnext, sizeof(float) * T * d);
 	}
+	drop_rows(tm, &pp, true, d, st->site_dec, tm->drop.hidden, st->dcur);
 	tf_embedding_bw(T, d, tm->g.dec_embed, NULL, st->dcur, st->din, embed_scale(c), c->pad_id);
 
 	/* ---- the encoder ---- */
@@ -582,10 +708,12 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		memcpy(st->dcur, st->denc, sizeof(float) * N * d);
 	for (int l = L - 1; l >= 0; l--)
 	{
-		ffn_bw(tm, st, &tm->p.enc[l], &tm->g.enc[l], c->enc_ffn, N, &st->enc[l][1], st->dcur, st->dnext);
+		ffn_bw(tm, st, &tm->p.enc[l], &tm->g.enc[l], c->enc_ffn, N, &pp, false, &st->enc[l][1], st->dcur,
+			   st->dnext);
 		attn_bw(tm, st, &tm->p.enc[l].self_attn, &tm->g.enc[l].self_attn, c->enc_heads, N, N, &pp, false,
 				false, &st->enc[l][0], NULL, NULL, st->dnext, st->dcur);
 	}
+	drop_rows(tm, &pp, false, d, st->site_enc, tm->drop.hidden, st->dcur);
 	tf_embedding_bw(N, d, tm->g.src_embed, NULL, st->dcur, st->src, embed_scale(c), c->pad_id);
 	return loss;
 }

@@ -70,6 +70,33 @@ typedef struct TfTrainParams
 	float	   *dec_norm_b;
 } TfTrainParams;
 
+/*
+ * Dropout (nn.Dropout's: a kept value times 1 / (1 - p)): after the
+ * embeddings and every block's F (hidden), of the attention weights
+ * (attention), after the feed-forward's activation (activation).  Which
+ * values are kept is a function of (seed, step, the site's number in the
+ * forward pass, the value's place in its pair), tf_dropout_keep, so the
+ * backward pass regenerates the forward's masks and a reference can make
+ * the same ones (tools/gen_train_fixtures.py).
+ */
+typedef struct TfTrainDropout
+{
+	float		hidden;
+	float		attention;
+	float		activation;
+	unsigned long long seed;
+	long		step;			/* the batch's step, from 1: set before tf_train_batch */
+} TfTrainDropout;
+
+/*
+ * Whether the value at idx of dropout site `site` in step `step` is kept:
+ * splitmix64(seed · φ + (step << 20 | site) · c + idx)'s top 24 bits, as
+ * a fraction, >= p.  idx: for a hidden value of pair b at position j,
+ * column k, b << 32 | j << 16 | k; for an attention weight of pair b, head
+ * h, query i, key j, (b · heads + h) << 32 | i << 16 | j.
+ */
+bool		tf_dropout_keep(unsigned long long seed, long step, int site, unsigned long long idx, float p);
+
 typedef struct TfTrainModel
 {
 	TfConfig	cfg;			/* relu/gelu/swish, pre or post norm, scaled embeddings */
@@ -83,6 +110,7 @@ typedef struct TfTrainModel
 	const float *enc_pos;		/* (max_pos, d): source token i adds row i */
 	const float *dec_pos;		/* (max_pos, d) */
 	const float *logits_bias;	/* (vocab) Marian's final_logits_bias (a buffer, not trained), or NULL */
+	TfTrainDropout drop;		/* zeros: none */
 } TfTrainModel;
 
 /* How many fp32 parameters the layout holds; 0 when it has too many layers. */

@@ -213,15 +213,15 @@ run_grad_case(const Case *c)
 				   *dq = zeros((size_t) n * d),
 				   *dk = zeros((size_t) m * d),
 				   *dv = zeros((size_t) m * d),
-				   *scratch = zeros((size_t) n * m);
+				   *scratch = zeros((size_t) 2 * n * m);
 		const float *q = get(c, "q", n * d),
 				   *k = get(c, "k", m * d),
 				   *v = get(c, "v", m * d);
 
 		for (int j = 0; j < m; j++)
 			key_pad[j] = pad[j] != 0.0f;
-		tf_mha_fw(n, m, d, heads, out, pr, q, k, v, p[4] != 0, p[5] ? key_pad : NULL);
-		tf_mha_bw(n, m, d, heads, dq, dk, dv, scratch, get(c, "dy", n * d), pr, q, k, v);
+		tf_mha_fw(n, m, d, heads, out, pr, NULL, q, k, v, p[4] != 0, p[5] ? key_pad : NULL, NULL, 1.0f);
+		tf_mha_bw(n, m, d, heads, dq, dk, dv, scratch, get(c, "dy", n * d), pr, q, k, v, NULL, 1.0f);
 		check_rel(c->name, "out", out, get(c, "out", n * d), n * d);
 		check_rel(c->name, "p", pr, get(c, "p", heads * n * m), heads * n * m);
 		check_rel(c->name, "dq", dq, get(c, "dq", n * d), n * d);

@@ -4,8 +4,9 @@
  *		server (make unittest): 10 steps of Adam on two fixture models,
  *		a Marian one (post-norm, swish, final_logits_bias) and an NLLB one
  *		(pre-norm, final norms, relu), from the same weights, pairs and
- *		rates as tools/gen_train_fixtures.py gave PyTorch; each step's loss,
- *		and every weight after the 10 steps, within 1e-4.
+ *		rates as tools/gen_train_fixtures.py gave PyTorch, without dropout
+ *		and with it (the same masks); each step's loss, and every weight
+ *		after the 10 steps, within 1e-4.
  *
  *   test/unit/test_train test/fixtures/train
  *   TRAIN_DEBUG=1 ... prints each step's loss and where the weights drift most
@@ -32,6 +33,15 @@ ok(int cond, const char *what, const char *name)
 		failed++;
 }
 
+static int
+cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a,
+				y = *(const float *) b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void
 run_model(const char *dir, const char *name)
 {
@@ -47,10 +57,12 @@ run_model(const char *dir, const char *name)
 	void	   *buf;
 	float		worst_loss = 0.0f,
 				worst_w = 0.0f,
-				maxw = 0.0f;
+				maxw = 0.0f,
+			   *diffs;
 	char		what[160];
 
 	read_train_fixture(dir, name, &fx);
+	adam.eps = fx.adam_eps;
 	ok(tf_train_param_count(&fx.cfg, true, true) == fx.nparams, "the layout has PyTorch's parameter count", name);
 	final = fixture_f32(dir, name, ".final.f32", &nfinal);
 	if (nfinal != fx.nparams || fx.nloss != fx.steps)
@@ -73,6 +85,7 @@ run_model(const char *dir, const char *name)
 		double		loss;
 		int			nb = fixture_batch(&fx, s, src, n, tgt, t);
 
+		tm.drop.step = s + 1;
 		loss = tf_train_batch(&tm, st, nb, src, n, tgt, t, fx.label_smoothing);
 		tf_train_adam(&tm, m, v, &adam, tf_warmup_rate(fx.base_rate, s + 1, fx.warmup));
 		if (getenv("TRAIN_DEBUG"))
@@ -80,9 +93,12 @@ run_model(const char *dir, const char *name)
 		if (fabs(loss - fx.want_loss[s]) / fabs(fx.want_loss[s]) > worst_loss)
 			worst_loss = fabs(loss - fx.want_loss[s]) / fabs(fx.want_loss[s]);
 	}
+	diffs = fixture_alloc(sizeof(float) * tm.nparams);
 	for (size_t i = 0; i < tm.nparams; i++)
 	{
 		float		dlt = fabsf(tm.params[i] - final[i]);
+
+		diffs[i] = isnan(dlt) ? INFINITY : dlt;
 
 		if (!(dlt <= worst_w))
 		{
@@ -99,6 +115,12 @@ run_model(const char *dir, const char *name)
 	snprintf(what, sizeof(what), "%zu weights after %d steps as PyTorch's (max abs diff %.3g, largest weight %.3g)",
 			 tm.nparams, fx.steps, worst_w, maxw);
 	ok(worst_w <= 1e-4f, what, name);
+	qsort(diffs, tm.nparams, sizeof(float), cmp_float);
+	if (getenv("TRAIN_DEBUG"))
+		printf("  |diff| quantiles: 50%% %.3g, 99%% %.3g, 99.9%% %.3g, 99.99%% %.3g, max %.3g\n",
+			   diffs[tm.nparams / 2], diffs[tm.nparams * 99 / 100], diffs[tm.nparams * 999 / 1000],
+			   diffs[tm.nparams * 9999 / 10000], diffs[tm.nparams - 1]);
+	free(diffs);
 	free(buf);
 	free(final), free(m), free(v), free(tm.grads);
 	free(fx.init), free(fx.pos), free(fx.pairs), free(fx.want_loss);
@@ -116,6 +138,8 @@ main(int argc, char **argv)
 	tf_set_blas_threads(1);
 	run_model(argv[1], "marian_swish");
 	run_model(argv[1], "nllb_tiny");
+	run_model(argv[1], "marian_swish_dropout");
+	run_model(argv[1], "nllb_tiny_dropout");
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -5,7 +5,9 @@
  *		bench/bench_train.c (static functions: include it once):
  *
  *   NAME.txt        'config ...' (the model), 'train steps S batch B rate R
- *                   warmup W label_smoothing E', 'pair N ids... T ids...'
+ *                   warmup W label_smoothing E', optionally 'adam eps E' and
+ *                   'dropout hidden H attention A activation C seed S',
+ *                   'pair N ids... T ids...'
  *                   lines, and optionally 'step K loss L rate R' lines
  *   NAME.init.f32   the parameters, float32, in train_model.h's order
  *   NAME.pos.f32    the positions of tokens 0..63 (encoder, then decoder),
@@ -44,6 +46,8 @@ typedef struct TrainFixture
 				warmup;
 	double		base_rate;
 	float		label_smoothing;
+	TfTrainDropout drop;		/* 'dropout hidden H attention A activation C seed S', else zeros */
+	double		adam_eps;		/* 'adam eps E', else 1e-9 */
 	double	   *want_loss;		/* (steps), when the file gives them */
 	int			nloss;
 	float	   *init;			/* (nparams) */
@@ -132,6 +136,7 @@ read_train_fixture(const char *dir, const char *name, TrainFixture *fx)
 				npos;
 
 	memset(fx, 0, sizeof(*fx));
+	fx->adam_eps = 1e-9;
 	fx->pairs = fixture_alloc(sizeof(FixturePair) * cap);
 	fx->want_loss = fixture_alloc(sizeof(double) * FIXTURE_MAX_STEPS);
 	snprintf(path, sizeof(path), "%s/%s.txt", dir, name);
@@ -176,6 +181,17 @@ read_train_fixture(const char *dir, const char *name, TrainFixture *fx)
 		{
 			if (fscanf(f, " steps %d batch %d rate %lf warmup %d label_smoothing %f", &fx->steps, &fx->batch,
 					   &fx->base_rate, &fx->warmup, &fx->label_smoothing) != 5)
+				exit(2);
+		}
+		else if (strcmp(word, "adam") == 0)
+		{
+			if (fscanf(f, " eps %lf", &fx->adam_eps) != 1)
+				exit(2);
+		}
+		else if (strcmp(word, "dropout") == 0)
+		{
+			if (fscanf(f, " hidden %f attention %f activation %f seed %llu", &fx->drop.hidden, &fx->drop.attention,
+					   &fx->drop.activation, &fx->drop.seed) != 4)
 				exit(2);
 		}
 		else if (strcmp(word, "pair") == 0)
@@ -239,6 +255,7 @@ bind_train_fixture(TrainFixture *fx, TfTrainModel *tm)
 	tm->enc_pos = fx->pos;
 	tm->dec_pos = fx->pos + FIXTURE_POSITIONS * fx->cfg.d_model;
 	tm->logits_bias = fx->has_bias ? fx->pos + 2 * FIXTURE_POSITIONS * fx->cfg.d_model : NULL;
+	tm->drop = fx->drop;
 }
 
 /* the pairs of batch s (batch consecutive pairs, wrapping around) as arrays */
