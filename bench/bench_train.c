@@ -7,6 +7,9 @@
  *		target), the state's bytes for the largest batch, and the peak RSS
  *		(VmHWM: getrusage's maxrss would count the parent that forked it).
  *		usage: bench_train DIR NAME
+ *		BENCH_TRAIN_DUMP_EVERY=K BENCH_TRAIN_DUMP_PREFIX=P: the parameters
+ *		after every K steps and after the last, to P.STEP.f32 (for
+ *		tools/finetune_multi30k.py, which averages the last of them).
  *
  * Build: make bench-train
  */
@@ -107,6 +110,21 @@ main(int argc, char **argv)
 		tf_train_adam(&tm, m, v, &adam, tf_warmup_rate(fx.base_rate, s + 1, fx.warmup));
 		dt = now() - t0;
 		printf("step %d loss %.9g ms %.3f\n", s + 1, loss, dt * 1e3);
+		fflush(stdout);
+		if (getenv("BENCH_TRAIN_DUMP_EVERY") && getenv("BENCH_TRAIN_DUMP_PREFIX") &&
+			((s + 1) % atoi(getenv("BENCH_TRAIN_DUMP_EVERY")) == 0 || s + 1 == fx.steps))
+		{
+			char		path[1024];
+			FILE	   *out;
+
+			snprintf(path, sizeof(path), "%s.%d.f32", getenv("BENCH_TRAIN_DUMP_PREFIX"), s + 1);
+			out = fopen(path, "wb");
+			if (!out || fwrite(tm.params, sizeof(float), tm.nparams, out) != tm.nparams || fclose(out) != 0)
+			{
+				perror(path);
+				return 1;
+			}
+		}
 		total += dt;
 		for (int b = 0; b < nb; b++)
 			tokens += n[b] + t[b];

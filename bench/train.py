@@ -64,26 +64,7 @@ def pairs_of(n):
 
 
 def write_run(directory, model, pairs, steps, batch):
-    cfg = model.cfg
-    params = gf.ordered("marian", model)
-    gf.write_f32(os.path.join(directory, "bundled.init.f32"), gf.flat(params).float())
-    with torch.no_grad():
-        pos = torch.cat([model.encoder.positions(MAX_IDS, 0).reshape(-1), model.decoder.positions(MAX_IDS, 0).reshape(-1),
-                         model.final_logits_bias.reshape(-1)])
-    gf.write_f32(os.path.join(directory, "bundled.pos.f32"), pos.float())
-    act = {"relu": 0, "gelu": 1, "swish": 2, "silu": 2}[cfg["activation_function"]]
-    lines = ["config vocab %d d %d enc_layers %d dec_layers %d enc_heads %d dec_heads %d enc_ffn %d dec_ffn %d "
-             "act %d pre_norm %d final_norm %d scale_embedding 1 pad %d eos %d start %d bias 1 params %d"
-             % (cfg["vocab_size"], cfg["d_model"], cfg["encoder_layers"], cfg["decoder_layers"],
-                cfg["encoder_attention_heads"], cfg["decoder_attention_heads"], cfg["encoder_ffn_dim"],
-                cfg["decoder_ffn_dim"], act, 1 if cfg.get("normalize_before") else 0,
-                1 if cfg.get("add_final_layer_norm") else 0, cfg["pad_token_id"], cfg["eos_token_id"],
-                cfg["decoder_start_token_id"], sum(gf.flat([p]).numel() for p in params)),
-             "train steps %d batch %d rate %.9g warmup 0 label_smoothing %.3f" % (steps, batch, RATE, EPS)]
-    for s, t in pairs:
-        lines.append("pair %d %s %d %s" % (len(s), " ".join(map(str, s)), len(t), " ".join(map(str, t))))
-    with open(os.path.join(directory, "bundled.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    gf.write_marian_run(directory, "bundled", model, pairs, steps, batch, RATE, 0, EPS, max_ids=MAX_IDS)
 
 
 def run_ours(exe, directory):

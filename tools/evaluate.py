@@ -40,17 +40,21 @@ def psql(sql):
                           capture_output=True, text=True, check=True).stdout
 
 
-def sql_translate(split, beam, factor=None, model=MODEL, plain=False, settings=()):
+def sql_translate(split, beam, factor=None, model=MODEL, plain=False, settings=(), model_dir=None):
+    load = ("SELECT import_model('%s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%s') \\g /dev/null"
+            % (model, model) if model_dir is None else
+            "SELECT drop_model('%s') \\g /dev/null\nSELECT import_model('%s', '%s') \\g /dev/null"
+            % (model, model, model_dir.replace("'", "''")))
     out = psql(("SET transformer.max_length_factor = %s;" % factor if factor is not None else "") +
                "".join("SET %s = '%s';" % tuple(s.split("=", 1)) for s in settings) + """
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS transformer;
-SELECT import_model('%(b)s') WHERE NOT EXISTS (SELECT FROM transformer_models WHERE name = '%(b)s') \\g /dev/null
+%(load)s
 CREATE TEMP TABLE docs (n serial, body text);
 \\copy docs(body) FROM PROGRAM 'zcat %(path)s' WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02', NULL E'\\x03')
 \\pset recordsep '\\x1e'
 SELECT translate(body, '%(m)s', %(beam)d%(opts)s) FROM docs ORDER BY n;
-""" % dict(m=model, b=MODEL, path=os.path.join(DATA, split + ".de.gz"), beam=beam,
+""" % dict(m=model, load=load, path=os.path.join(DATA, split + ".de.gz"), beam=beam,
            opts=", keep => '{}', split => false" if plain else ""))
     return out.rstrip("\n").split("\x1e")
 
@@ -75,13 +79,16 @@ def main():
                          "the model's own decoding, as PyTorch's")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting for the session, e.g. transformer.compute_type=bf16 (repeatable)")
+    ap.add_argument("--model-dir", help="import this model directory (as model 'evaluated') and score it "
+                    "instead of the bundled model, e.g. tools/finetune_multi30k.py's output")
     ap.add_argument("--save", help="write the translations to this file")
     ap.add_argument("--compare", help="count the translations that differ from this file's")
     args = ap.parse_args()
 
     refs = read(args.split, "en")
     t0 = time.time()
-    hyps = sql_translate(args.split, args.beam, args.factor, plain=args.plain, settings=args.set)
+    hyps = sql_translate(args.split, args.beam, args.factor, plain=args.plain, settings=args.set,
+                         model="evaluated" if args.model_dir else MODEL, model_dir=args.model_dir)
     elapsed = time.time() - t0
     assert len(hyps) == len(refs), (len(hyps), len(refs))
 

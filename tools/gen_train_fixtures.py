@@ -156,6 +156,46 @@ def write_f32(path, t):
         f.write(struct.pack("<%df" % t.numel(), *t.tolist()))
 
 
+def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, eps, drop=None, max_ids=64):
+    """A Marian model's training run in test/unit/train_fixture.h's format (bench/train.py,
+    tools/finetune_multi30k.py): NAME.txt (config, schedule, dropout, the pairs in batch order),
+    NAME.init.f32 (its parameters flattened) and NAME.pos.f32 (positions, final_logits_bias)."""
+    cfg = model.cfg
+    params = ordered("marian", model)
+    write_f32(os.path.join(directory, name + ".init.f32"), flat(params).float())
+    with torch.no_grad():
+        pos = torch.cat([model.encoder.positions(max_ids, 0).reshape(-1), model.decoder.positions(max_ids, 0).reshape(-1),
+                         model.final_logits_bias.reshape(-1)])
+    write_f32(os.path.join(directory, name + ".pos.f32"), pos.float())
+    act = {"relu": 0, "gelu": 1, "swish": 2, "silu": 2}[cfg["activation_function"]]
+    lines = ["config vocab %d d %d enc_layers %d dec_layers %d enc_heads %d dec_heads %d enc_ffn %d dec_ffn %d "
+             "act %d pre_norm %d final_norm %d scale_embedding 1 pad %d eos %d start %d bias 1 params %d"
+             % (cfg["vocab_size"], cfg["d_model"], cfg["encoder_layers"], cfg["decoder_layers"],
+                cfg["encoder_attention_heads"], cfg["decoder_attention_heads"], cfg["encoder_ffn_dim"],
+                cfg["decoder_ffn_dim"], act, 1 if cfg.get("normalize_before") else 0,
+                1 if cfg.get("add_final_layer_norm") else 0, cfg["pad_token_id"], cfg["eos_token_id"],
+                cfg["decoder_start_token_id"], flat(params).numel()),
+             "train steps %d batch %d rate %.9g warmup %d label_smoothing %.3f" % (steps, batch, rate, warmup, eps)]
+    if drop:
+        lines.append("dropout hidden %.6g attention %.6g activation %.6g seed %d"
+                     % (drop["hidden"], drop["attention"], drop["activation"], drop["seed"]))
+    for s_, t_ in pairs:
+        lines.append("pair %d %s %d %s" % (len(s_), " ".join(map(str, s_)), len(t_), " ".join(map(str, t_))))
+    with open(os.path.join(directory, name + ".txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def unflatten_into(model, kind, values):
+    """The parameters of model from a flat float32 array in train_model.h's order (the inverse of flat())."""
+    off = 0
+    with torch.no_grad():
+        for p in ordered(kind, model):
+            n = p.numel()
+            p.copy_(torch.as_tensor(values[off:off + n]).reshape(p.shape).to(p.dtype))
+            off += n + (-n) % 4
+    assert off == len(values), (off, len(values))
+
+
 def run(name, kind, directory, base_rate, warmup, drop=None, adam_eps=1e-9):
     torch.manual_seed(41)
     if kind == "marian":
