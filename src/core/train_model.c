@@ -579,6 +579,14 @@ ffn_bw(TfTrainModel *tm, TfTrainState *st, const TfTrainLayer *w, TfTrainLayer *
 
 /* ------------------------------------------------------------ a batch */
 
+/* between blocks: a long batch honours a cancel */
+static void
+interrupt_point(const TfTrainModel *tm)
+{
+	if (tm->interrupt)
+		tm->interrupt();
+}
+
 static float
 embed_scale(const TfConfig *c)
 {
@@ -629,6 +637,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	{
 		float	   *after_ffn = l + 1 < L ? st->enc[l + 1][0].x : st->enc_top;
 
+		interrupt_point(tm);
 		attn_fw(tm, st, &tm->p.enc[l].self_attn, c->enc_heads, N, N, &pp, false, &st->enc[l][0], NULL,
 				false, st->enc[l][1].x, st->dsum);
 		ffn_fw(tm, st, &tm->p.enc[l], c->enc_ffn, N, &pp, false, &st->enc[l][1], after_ffn, st->dsum);
@@ -650,6 +659,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	{
 		float	   *after_ffn = l + 1 < M ? st->dec[l + 1][0].x : st->dec_top;
 
+		interrupt_point(tm);
 		attn_fw(tm, st, &tm->p.dec[l].self_attn, c->dec_heads, T, T, &pp, false, &st->dec[l][0], NULL,
 				true, st->dec[l][1].x, st->dsum);
 		attn_fw(tm, st, &tm->p.dec[l].cross_attn, c->dec_heads, T, N, &pp, true, &st->dec[l][1],
@@ -672,6 +682,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		const float *h = st->dec_out + (size_t) r0 * d;
 		int			counted;
 
+		interrupt_point(tm);
 		tf_linear_fw(rows, V, d, st->logits, h, tm->p.lm_head, tm->logits_bias);
 		loss += tf_cross_entropy(rows, V, st->dlogits, &counted, st->logits, st->labels + r0, c->pad_id,
 								 label_smoothing, count > 0 ? count : 1);
@@ -689,6 +700,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	memset(st->denc, 0, sizeof(float) * N * d);
 	for (int l = M - 1; l >= 0; l--)
 	{
+		interrupt_point(tm);
 		ffn_bw(tm, st, &tm->p.dec[l], &tm->g.dec[l], c->dec_ffn, T, &pp, true, &st->dec[l][2], st->dcur,
 			   st->dnext);
 		attn_bw(tm, st, &tm->p.dec[l].cross_attn, &tm->g.dec[l].cross_attn, c->dec_heads, T, N, &pp, true,
@@ -708,6 +720,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		memcpy(st->dcur, st->denc, sizeof(float) * N * d);
 	for (int l = L - 1; l >= 0; l--)
 	{
+		interrupt_point(tm);
 		ffn_bw(tm, st, &tm->p.enc[l], &tm->g.enc[l], c->enc_ffn, N, &pp, false, &st->enc[l][1], st->dcur,
 			   st->dnext);
 		attn_bw(tm, st, &tm->p.enc[l].self_attn, &tm->g.enc[l].self_attn, c->enc_heads, N, N, &pp, false,

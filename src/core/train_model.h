@@ -111,6 +111,7 @@ typedef struct TfTrainModel
 	const float *dec_pos;		/* (max_pos, d) */
 	const float *logits_bias;	/* (vocab) Marian's final_logits_bias (a buffer, not trained), or NULL */
 	TfTrainDropout drop;		/* zeros: none */
+	void		(*interrupt) (void);	/* called between blocks (CHECK_FOR_INTERRUPTS), or NULL */
 } TfTrainModel;
 
 /* How many fp32 parameters the layout holds; 0 when it has too many layers. */

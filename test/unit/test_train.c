@@ -22,6 +22,14 @@
 
 static int	passed = 0;
 static int	failed = 0;
+static long interrupts = 0;
+
+/* the interrupt hook a server would give (CHECK_FOR_INTERRUPTS): counted */
+static void
+count_interrupt(void)
+{
+	interrupts++;
+}
 
 static void
 ok(int cond, const char *what, const char *name)
@@ -68,6 +76,8 @@ run_model(const char *dir, const char *name)
 	if (nfinal != fx.nparams || fx.nloss != fx.steps)
 		exit(2);
 	bind_train_fixture(&fx, &tm);
+	tm.interrupt = count_interrupt;
+	interrupts = 0;
 	m = fixture_alloc(sizeof(float) * fx.nparams);
 	v = fixture_alloc(sizeof(float) * fx.nparams);
 	lim.sentences = fx.batch;
@@ -109,6 +119,9 @@ run_model(const char *dir, const char *name)
 		if (fabsf(final[i]) > maxw)
 			maxw = fabsf(final[i]);
 	}
+	snprintf(what, sizeof(what), "the interrupt hook called between blocks: %ld times in %d steps (%d a step "
+			 "expected at least)", interrupts, fx.steps, 2 * (fx.cfg.enc_layers + fx.cfg.dec_layers) + 1);
+	ok(interrupts >= (long) fx.steps * (2 * (fx.cfg.enc_layers + fx.cfg.dec_layers) + 1), what, name);
 	snprintf(what, sizeof(what), "the loss of each of %d steps as PyTorch's (max rel diff %.3g)", fx.steps,
 			 worst_loss);
 	ok(worst_loss <= 1e-4f, what, name);
