@@ -107,7 +107,7 @@ main(int argc, char **argv)
 
 		tm.drop.step = s + 1;
 		loss = tf_train_batch(&tm, st, nb, src, n, tgt, t, fx.label_smoothing);
-		tf_train_adam(&tm, m, v, &adam, tf_warmup_rate(fx.base_rate, s + 1, fx.warmup));
+		tf_train_adam(&tm, m, v, &adam, fixture_rate(&fx, s + 1));
 		dt = now() - t0;
 		printf("step %d loss %.9g ms %.3f\n", s + 1, loss, dt * 1e3);
 		fflush(stdout);

@@ -15,8 +15,9 @@ until that function exists, this is how its recipe is measured.
   was stopped after epoch 11 with its validation BLEU still rising: label
   smoothing 0.1, dropout 0.1 (the config's: after the embeddings and every
   block's F; attention and activation dropout 0), Adam (0.9, 0.98, 1e-9) at
-  a constant --rate after a linear warm-up of --warmup steps (the paper's
-  schedule at the step where that training stopped gives about 5e-4);
+  --rate after a linear warm-up of --warmup steps, constant or, with
+  --decay-from, decaying as the paper's schedule (at the step where that
+  training stopped, its schedule gives about 5e-4);
 - the parameters every half epoch, and the average of the last --average
   of them (checkpoint averaging, as the paper does) written as a Marian
   model directory (fp32 safetensors, the bundled model's tokenizer files).
@@ -56,6 +57,9 @@ def main():
     ap.add_argument("--batch", type=int, default=160, help="pairs a step (the bundled model's ~3,000 target tokens)")
     ap.add_argument("--rate", type=float, default=4e-4)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--decay-from", type=int, default=0,
+                    help="decay the rate as the paper's schedule does, as if this many steps were behind "
+                         "(1969: where the bundled model's training stopped); 0: constant")
     ap.add_argument("--average", type=int, default=4, help="checkpoints averaged (one every half epoch)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
@@ -79,7 +83,7 @@ def main():
     model = mt.load_marian(BUNDLED)
     gf.write_marian_run(args.work, "run", model, order, steps, args.batch, args.rate, args.warmup, 0.1,
                         drop={"hidden": args.dropout, "attention": 0.0, "activation": 0.0, "seed": args.seed},
-                        max_ids=MAX_IDS)
+                        max_ids=MAX_IDS, decay_from=args.decay_from)
     every = max(1, per_epoch // 2)
     print("%d pairs, %d epochs of %d steps of %d pairs; checkpoints every %d steps, the last %d averaged"
           % (len(pairs), args.epochs, per_epoch, args.batch, every, args.average), flush=True)
@@ -106,6 +110,8 @@ def main():
     if p.returncode != 0:
         sys.exit("bench_train failed")
     dumps = sorted((int(f.split(".")[1]), f) for f in os.listdir(args.work) if f.startswith("ckpt."))
+    if len(dumps) > 1 and dumps[-1][0] - dumps[-2][0] < every // 2:
+        del dumps[-2]              # the last step's parameters stand for the checkpoint just before them
     last = dumps[-args.average:]
     avg = np.mean([np.fromfile(os.path.join(args.work, f), dtype="<f4") for _, f in last], axis=0, dtype=np.float64)
     print("averaged the checkpoints of steps %s" % [s for s, _ in last])

@@ -156,7 +156,8 @@ def write_f32(path, t):
         f.write(struct.pack("<%df" % t.numel(), *t.tolist()))
 
 
-def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, eps, drop=None, max_ids=64):
+def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, eps, drop=None, max_ids=64,
+                     decay_from=0):
     """A Marian model's training run in test/unit/train_fixture.h's format (bench/train.py,
     tools/finetune_multi30k.py): NAME.txt (config, schedule, dropout, the pairs in batch order),
     NAME.init.f32 (its parameters flattened) and NAME.pos.f32 (positions, final_logits_bias)."""
@@ -176,6 +177,8 @@ def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, 
                 1 if cfg.get("add_final_layer_norm") else 0, cfg["pad_token_id"], cfg["eos_token_id"],
                 cfg["decoder_start_token_id"], flat(params).numel()),
              "train steps %d batch %d rate %.9g warmup %d label_smoothing %.3f" % (steps, batch, rate, warmup, eps)]
+    if decay_from:
+        lines.append("decay %d" % decay_from)
     if drop:
         lines.append("dropout hidden %.6g attention %.6g activation %.6g seed %d"
                      % (drop["hidden"], drop["attention"], drop["activation"], drop["seed"]))

@@ -97,7 +97,7 @@ run_model(const char *dir, const char *name)
 
 		tm.drop.step = s + 1;
 		loss = tf_train_batch(&tm, st, nb, src, n, tgt, t, fx.label_smoothing);
-		tf_train_adam(&tm, m, v, &adam, tf_warmup_rate(fx.base_rate, s + 1, fx.warmup));
+		tf_train_adam(&tm, m, v, &adam, fixture_rate(&fx, s + 1));
 		if (getenv("TRAIN_DEBUG"))
 			printf("  loss %d: %.9g vs %.9g\n", s + 1, loss, fx.want_loss[s]);
 		if (fabs(loss - fx.want_loss[s]) / fabs(fx.want_loss[s]) > worst_loss)

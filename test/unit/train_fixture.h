@@ -5,7 +5,9 @@
  *		bench/bench_train.c (static functions: include it once):
  *
  *   NAME.txt        'config ...' (the model), 'train steps S batch B rate R
- *                   warmup W label_smoothing E', optionally 'adam eps E' and
+ *                   warmup W label_smoothing E', optionally 'adam eps E',
+ *                   'decay FROM' (the paper's inverse square root decay as
+ *                   if FROM steps were behind) and
  *                   'dropout hidden H attention A activation C seed S',
  *                   'pair N ids... T ids...'
  *                   lines, and optionally 'step K loss L rate R' lines
@@ -16,6 +18,7 @@
 #ifndef TRAIN_FIXTURE_H
 #define TRAIN_FIXTURE_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,7 @@ typedef struct TrainFixture
 	float		label_smoothing;
 	TfTrainDropout drop;		/* 'dropout hidden H attention A activation C seed S', else zeros */
 	double		adam_eps;		/* 'adam eps E', else 1e-9 */
+	long		decay_from;		/* 'decay FROM': the rate times sqrt(FROM / (FROM + step)), else 0: none */
 	double	   *want_loss;		/* (steps), when the file gives them */
 	int			nloss;
 	float	   *init;			/* (nparams) */
@@ -183,6 +187,11 @@ read_train_fixture(const char *dir, const char *name, TrainFixture *fx)
 					   &fx->base_rate, &fx->warmup, &fx->label_smoothing) != 5)
 				exit(2);
 		}
+		else if (strcmp(word, "decay") == 0)
+		{
+			if (fscanf(f, " %ld", &fx->decay_from) != 1 || fx->decay_from < 0)
+				exit(2);
+		}
 		else if (strcmp(word, "adam") == 0)
 		{
 			if (fscanf(f, " eps %lf", &fx->adam_eps) != 1)
@@ -256,6 +265,17 @@ bind_train_fixture(TrainFixture *fx, TfTrainModel *tm)
 	tm->dec_pos = fx->pos + FIXTURE_POSITIONS * fx->cfg.d_model;
 	tm->logits_bias = fx->has_bias ? fx->pos + 2 * FIXTURE_POSITIONS * fx->cfg.d_model : NULL;
 	tm->drop = fx->drop;
+}
+
+/* the rate of step s (from 1): warm-up, then constant or decaying */
+static double
+fixture_rate(const TrainFixture *fx, long s)
+{
+	double		r = tf_warmup_rate(fx->base_rate, s, fx->warmup);
+
+	if (fx->decay_from > 0)
+		r *= sqrt((double) fx->decay_from / (double) (fx->decay_from + s));
+	return r;
 }
 
 /* the pairs of batch s (batch consecutive pairs, wrapping around) as arrays */
