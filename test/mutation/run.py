@@ -331,6 +331,7 @@ class Suite:
 
 TIMES = os.path.join(REPO, "test", "mutation", "times.txt")
 DEFAULT_SECONDS = 12.0          # a mutant or test the last run did not time
+GROUP_SECONDS = 60.0            # the most a runner claims at once, by the last run's times
 
 
 def read_times():
@@ -349,15 +350,28 @@ def claimed_groups(mutants, queue):
     claimed by one of the runners that share the directory queue (a file made exclusively):
     runners that start at different times still end together."""
     times = read_times()
-    groups = {}
+    by_test = {}
     for m in mutants:
-        groups.setdefault(m["tests"][0], []).append(m)
+        by_test.setdefault(m["tests"][0], []).append(m)
+    # a test's mutants in parts of at most GROUP_SECONDS (each part runs the test's baseline
+    # again, cheap for the tests that have many mutants), so that no part left at the end
+    # keeps one runner busy while the other has finished
+    groups = {}
+    for t, ms in by_test.items():
+        part, load = [], times.get(t, DEFAULT_SECONDS)
+        for m in ms:
+            if part and load + times.get(m["name"], DEFAULT_SECONDS) > GROUP_SECONDS:
+                groups[(t, len(groups))] = part
+                part, load = [], times.get(t, DEFAULT_SECONDS)
+            part.append(m)
+            load += times.get(m["name"], DEFAULT_SECONDS)
+        groups[(t, len(groups))] = part
 
-    def weight(t):
-        return times.get(t, DEFAULT_SECONDS) + sum(times.get(m["name"], DEFAULT_SECONDS) for m in groups[t])
+    def weight(g):
+        return times.get(g[0], DEFAULT_SECONDS) + sum(times.get(m["name"], DEFAULT_SECONDS) for m in groups[g])
 
     os.makedirs(queue, exist_ok=True)
-    for k, t in enumerate(sorted(groups, key=lambda t: (-weight(t), t))):
+    for k, t in enumerate(sorted(groups, key=lambda g: (-weight(g), g))):
         try:
             os.close(os.open(os.path.join(queue, f"{k:04d}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
