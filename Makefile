@@ -388,7 +388,7 @@ bench/metrics_memory: bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/metrics_memory.c $(METRICS_SRC) src/core/spm_model.c src/core/protobuf.c -lm
 # int8 study (issue 14): oneDNN against our own VNNI kernel; needs libdnnl-dev
 bench-train: bench/bench_train
-bench/bench_train: bench/bench_train.c test/unit/train_fixture.h $(UNIT_OBJS) src/core/*.h
+bench/bench_train: bench/bench_train.c bench/bench_util.h test/unit/train_fixture.h $(UNIT_OBJS) src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -Itest/unit -o $@ bench/bench_train.c $(UNIT_OBJS) -lopenblas -lm
 .PHONY: bench-train
 

@@ -20,17 +20,19 @@ Run with Debian's interpreter: /usr/bin/python3 tools/gen_grad_fixtures.py
 """
 import math
 import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_fixtures import fmt  # noqa: E402  (float32 values, 9 significant digits)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH = os.path.join(ROOT, "test", "fixtures", "grad_ops.txt")
 
 
-def fmt(x):
-    return "%.9g" % float(x)
 
 
 def main():
