@@ -32,6 +32,10 @@ OBJS = \
 	src/core/model.o \
 	src/core/search.o \
 	src/core/logits.o \
+	src/core/train_layers.o \
+	src/core/train_model.o \
+	src/pg/pipeline/train_weights.o \
+	src/pg/sql/sql_fine_tune.o \
 	src/pg/store/load/model_store.o \
 	src/pg/store/load/model_config.o \
 	src/pg/store/load/model_pack.o \
@@ -90,6 +94,7 @@ OBJS = \
 	src/pg/store/load/model_stats.o \
 	src/worker/job_batch.o \
 	src/worker/job_worker.o \
+	src/worker/job_train.o \
 	src/worker/job_supervisor.o
 
 # One SQL source (as pgvector does): sql/transformer.sql is copied to the
@@ -101,7 +106,8 @@ DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.1.0--0.2.0.sql sql/transformer--0.2.0--0.3.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
 	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql \
-	sql/transformer--0.7.0--0.8.0.sql sql/transformer--0.8.0--0.9.0.sql
+	sql/transformer--0.7.0--0.8.0.sql sql/transformer--0.8.0--0.9.0.sql \
+	sql/transformer--0.9.0--0.10.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ parameters */
@@ -110,6 +111,114 @@ tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainPar
 	Bump		b = {(char *) base, 0};
 
 	bind_all(c, shared, tied, &b, out);
+}
+
+/* ------------------------------------------------------------ names */
+
+static int
+named(TfTrainNamed *out, int k, float *data, size_t numel, const char *name)
+{
+	if (out)
+	{
+		snprintf(out[k].name, sizeof(out[k].name), "%s", name);
+		out[k].data = data;
+		out[k].numel = numel;
+	}
+	return k + 1;
+}
+
+/* model.<stack>.layers.<l>.<part> */
+static int
+named_in(TfTrainNamed *out, int k, float *data, size_t numel, const char *stack, int l, const char *part)
+{
+	char		name[96];
+
+	snprintf(name, sizeof(name), "model.%s.layers.%d.%s", stack, l, part);
+	return named(out, k, data, numel, name);
+}
+
+static int
+named_attn(TfTrainNamed *out, int k, const TfTrainAttn *a, int d, const char *stack, int l, const char *attn)
+{
+	char		part[64];
+	static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+	float	   *w[4] = {a->q_w, a->k_w, a->v_w, a->o_w};
+	float	   *b[4] = {a->q_b, a->k_b, a->v_b, a->o_b};
+
+	for (int i = 0; i < 4; i++)
+	{
+		snprintf(part, sizeof(part), "%s.%s.weight", attn, proj[i]);
+		k = named_in(out, k, w[i], (size_t) d * d, stack, l, part);
+		snprintf(part, sizeof(part), "%s.%s.bias", attn, proj[i]);
+		k = named_in(out, k, b[i], d, stack, l, part);
+	}
+	snprintf(part, sizeof(part), "%s_layer_norm.weight", attn);
+	k = named_in(out, k, a->ln_g, d, stack, l, part);
+	snprintf(part, sizeof(part), "%s_layer_norm.bias", attn);
+	return named_in(out, k, a->ln_b, d, stack, l, part);
+}
+
+static int
+named_ffn(TfTrainNamed *out, int k, const TfTrainLayer *L, int d, int ffn, const char *stack, int l)
+{
+	k = named_in(out, k, L->fc1_w, (size_t) ffn * d, stack, l, "fc1.weight");
+	k = named_in(out, k, L->fc1_b, ffn, stack, l, "fc1.bias");
+	k = named_in(out, k, L->fc2_w, (size_t) d * ffn, stack, l, "fc2.weight");
+	k = named_in(out, k, L->fc2_b, d, stack, l, "fc2.bias");
+	k = named_in(out, k, L->ln_g, d, stack, l, "final_layer_norm.weight");
+	return named_in(out, k, L->ln_b, d, stack, l, "final_layer_norm.bias");
+}
+
+/* the names in bind_all's order (out NULL: only count them) */
+static int
+all_names(const TfConfig *c, bool shared, bool tied, const TfTrainParams *p, TfTrainNamed *out)
+{
+	int			d = c->d_model;
+	int			k = 0;
+
+	if (shared)
+		k = named(out, k, p->src_embed, (size_t) c->src_vocab * d, "model.shared.weight");
+	else
+	{
+		k = named(out, k, p->src_embed, (size_t) c->src_vocab * d, "model.encoder.embed_tokens.weight");
+		k = named(out, k, p->dec_embed, (size_t) c->vocab * d, "model.decoder.embed_tokens.weight");
+	}
+	if (!tied)
+		k = named(out, k, p->lm_head, (size_t) c->vocab * d, "lm_head.weight");
+	for (int l = 0; l < c->enc_layers; l++)
+	{
+		k = named_attn(out, k, &p->enc[l].self_attn, d, "encoder", l, "self_attn");
+		k = named_ffn(out, k, &p->enc[l], d, c->enc_ffn, "encoder", l);
+	}
+	for (int l = 0; l < c->dec_layers; l++)
+	{
+		k = named_attn(out, k, &p->dec[l].self_attn, d, "decoder", l, "self_attn");
+		k = named_attn(out, k, &p->dec[l].cross_attn, d, "decoder", l, "encoder_attn");
+		k = named_ffn(out, k, &p->dec[l], d, c->dec_ffn, "decoder", l);
+	}
+	if (c->final_norm)
+	{
+		k = named(out, k, p->enc_norm_g, d, "model.encoder.layer_norm.weight");
+		k = named(out, k, p->enc_norm_b, d, "model.encoder.layer_norm.bias");
+		k = named(out, k, p->dec_norm_g, d, "model.decoder.layer_norm.weight");
+		k = named(out, k, p->dec_norm_b, d, "model.decoder.layer_norm.bias");
+	}
+	return k;
+}
+
+int
+tf_train_name_count(const TfConfig *c, bool shared, bool tied)
+{
+	TfTrainParams p;
+
+	memset(&p, 0, sizeof(p));
+	return all_names(c, shared, tied, &p, NULL);
+}
+
+int
+tf_train_names(const TfConfig *c, bool shared, bool tied, const TfTrainParams *p, TfTrainNamed *out)
+{
+	return all_names(c, shared, tied, p, out);
 }
 
 /* ------------------------------------------------------------ the state */

@@ -121,6 +121,26 @@ size_t		tf_train_param_count(const TfConfig *c, bool shared, bool tied);
 void		tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTrainParams *out);
 
 /*
+ * A parameter under its checkpoint name (Hugging Face's, as model_pack.c
+ * reads them): "model.shared.weight" (shared) or the two
+ * "model.{encoder,decoder}.embed_tokens.weight", "lm_head.weight" (untied),
+ * "model.encoder.layers.0.self_attn.q_proj.weight", ...  Positions and
+ * Marian's final_logits_bias are not parameters: they are the caller's.
+ */
+typedef struct TfTrainNamed
+{
+	char		name[96];
+	float	   *data;			/* into the p given */
+	size_t		numel;
+} TfTrainNamed;
+
+/* How many named parameters the layout has (tf_train_names' out). */
+int			tf_train_name_count(const TfConfig *c, bool shared, bool tied);
+
+/* Every parameter of p with its name and size, in the array's order; returns the count. */
+int			tf_train_names(const TfConfig *c, bool shared, bool tied, const TfTrainParams *p, TfTrainNamed *out);
+
+/*
  * The limits of a batch a state holds: sentences, source and target
  * tokens in all, and the longest source or target.
  */

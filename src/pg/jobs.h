@@ -49,6 +49,9 @@ typedef struct JobRow
 	char	   *source_lang;	/* NULL: none */
 	char	   *target_lang;
 	char	   *lang_column;	/* NULL: none */
+	bool		fine_tune;		/* kind 'fine_tune': no table (relid InvalidOid, no keys) */
+	char	   *new_model;		/* fine_tune(): the model it writes */
+	char	   *settings;		/* fine_tune(): its settings, jsonb text */
 } JobRow;
 
 /* What a worker needs before it can read anything (bgw_extra). */
@@ -128,6 +131,11 @@ typedef struct JobAsTableOwner
 extern void JobAsTableOwnerBegin(JobAsTableOwner *s, Oid relid);
 extern void JobAsTableOwnerEnd(JobAsTableOwner *s);
 
+/* A job failed as a whole: state failed, last_error message; in a transaction of its own (not in one). */
+extern void FailJobNow(int64 job, const char *message);
+/* Is job a fine_tune() job?  In a transaction of its own (not in one). */
+extern bool JobIsFineTune(int64 job);
+
 /* Set transformer_job.waiting (NULL clears it); SPI connected. */
 extern void SetJobWaiting(int64 job, const char *why);
 
@@ -198,6 +206,8 @@ extern int	my_worker;
 
 /* transformer.job_naptime: how often a supervisor looks at its queues (ms) */
 extern int	job_naptime_ms;
+/* transformer.checkpoint_interval: seconds between a fine_tune() job's saved states */
+extern int	train_checkpoint_interval;
 /* transformer.max_job_workers: all job workers of the cluster at once */
 extern int	max_job_workers;
 

@@ -249,6 +249,8 @@ typedef struct ModelImport
 extern int	tensor_part_kb;
 extern void CheckModelName(const char *name);
 extern int64 StoreModel(const char *name, const ModelImport *mi);
+/* A model's rows but its tensors, as StoreModel() takes them (inside ExtSpiConnect()). */
+extern void ReadModelImport(const char *name, MemoryContext cxt, ModelImport *mi);
 /* language_tokens.c: a Marian vocabulary's >>fra<< tokens as the languages jsonb; NULL if none. */
 extern Jsonb *MarianLanguages(const Tokenizer *t);
 

@@ -190,7 +190,7 @@ job_problem(const JobRow *job, bool model_exists)
 	bool		can_login;
 	int			code;
 
-	if (get_rel_name(job->relid) == NULL)
+	if (!job->fine_tune && get_rel_name(job->relid) == NULL)
 		return psprintf("the table of job " INT64_FORMAT " was dropped", job->id);
 	if (!model_exists)
 		return psprintf("model \"%s\" of job " INT64_FORMAT " was dropped", job->model, job->id);
@@ -202,6 +202,8 @@ job_problem(const JobRow *job, bool model_exists)
 	if (!can_login)
 		return psprintf("role \"%s\" can no longer log in, and the workers of job " INT64_FORMAT " connect as it",
 						GetUserNameFromId(job->owner, false), job->id);
+	if (job->fine_tune)
+		return NULL;			/* its worker checks the rights on the model tables as it writes */
 	return JobPrivilegeProblem(job->relid, job->owner, job->source, job->target, job->lang_column,
 							   job->nkeys, job->keys, &code);
 }
@@ -232,7 +234,9 @@ supervise(void)
 	int			nd = 0;
 	int			unfinished = 0;
 
-	JobExec(psprintf("SELECT j.id, (SELECT count(*) FROM (SELECT FROM %s q WHERE q.job = j.id LIMIT 64) c)::integer, "
+	/* a fine_tune() job wants its one worker while it is queued or running */
+	JobExec(psprintf("SELECT j.id, CASE WHEN j.kind = 'fine_tune' THEN (j.state IN ('queued', 'running'))::integer "
+					 "ELSE (SELECT count(*) FROM (SELECT FROM %s q WHERE q.job = j.id LIMIT 64) c)::integer END, "
 					 "EXISTS (SELECT FROM %s m WHERE m.name = j.model) "
 					 "FROM %s j WHERE j.state IN ('queued', 'running', 'syncing') ORDER BY j.id",
 					 JobTable("transformer_job_queue"), JobTable("transformer_models"), JobTable("transformer_job")),
@@ -275,7 +279,8 @@ supervise(void)
 		demand[nd].wanted = Min(job->workers, chunks[i]);
 		demand[nd].running = running;
 		nd++;
-		if (chunks[i] == 0 && running == 0 && (strcmp(job->state, "queued") == 0 || strcmp(job->state, "running") == 0))
+		if (!job->fine_tune && chunks[i] == 0 && running == 0 &&
+			(strcmp(job->state, "queued") == 0 || strcmp(job->state, "running") == 0))
 		{
 			Oid			t[1] = {INT8OID};
 			Datum		v[1] = {Int64GetDatum(job->id)};

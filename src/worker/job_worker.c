@@ -40,6 +40,7 @@
 #include "embed.h"
 #include "input_limit.h"
 #include "job_batch.h"
+#include "job_train.h"
 #include "jobs.h"
 #include "translate.h"
 
@@ -292,36 +293,6 @@ run_batch(const JobWorkerArgs *a)
 
 /* ------------------------------------------------------------ the worker */
 
-/* The job failed as a whole: say why in its row, and leave (an error here too: just leave). */
-static void
-fail_job(int64 job, const char *message)
-{
-	Oid			t[2] = {INT8OID, TEXTOID};
-	Datum		v[2] = {Int64GetDatum(job), CStringGetTextDatum(message)};
-
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
-		JobExec(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now(), waiting = NULL "
-						 "WHERE id = $1 AND state IN ('queued', 'running', 'syncing')", JobTable("transformer_job")),
-				2, t, v, NULL, SPI_OK_UPDATE);
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
-}
-
 /* How long a worker waits for more rows once its queue is empty, before it leaves */
 #define LINGER_MS 1000
 
@@ -359,6 +330,13 @@ transformer_job_main(Datum main_arg)
 	JobLockTag(&tag, a.dboid, a.job, a.worker);
 	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		proc_exit(0);
+
+	/* a fine_tune() job: its training run (job_train.c) */
+	if (JobIsFineTune(a.job))
+	{
+		FineTuneWorker(&a);
+		proc_exit(0);
+	}
 
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "transformer job batch", ALLOCSET_DEFAULT_SIZES);
 	for (;;)
@@ -404,7 +382,7 @@ transformer_job_main(Datum main_arg)
 				r = BATCH_IDLE; /* try the batch again */
 			else
 			{
-				fail_job(a.job, e->message ? e->message : "unknown error");
+				FailJobNow(a.job, e->message ? e->message : "unknown error");
 				r = BATCH_EXIT;
 			}
 		}

@@ -1,6 +1,6 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0 and 0.8.0 to 0.9.0 are those of a
+-- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0 to 0.10.0 are those of a
 -- fresh install, constraints, privileges and policies included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -19,11 +19,13 @@ WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_e
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass) AND attnum > 0
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass,
+  'transformer_job_pairs'::regclass, 'transformer_job_steps'::regclass, 'transformer_job_checkpoints'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass)
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass,
+  'transformer_job_pairs'::regclass, 'transformer_job_steps'::regclass, 'transformer_job_checkpoints'::regclass)
 UNION ALL
 SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
 WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'
@@ -63,7 +65,7 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 -- 0.2.0 cannot store int8 rows; 0.3.0 can
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.9.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.9.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.10.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.10.0');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers WHERE file_id IS NOT NULL), 4, '0.4.0: every stored tokenizer row got a file_id');
 SELECT is((SELECT count(DISTINCT file_id)::int FROM transformer_tokenizers), 4, 'each its own');
 SELECT ok(NOT has_function_privilege('public', 'transformer_invalidate_cache()', 'EXECUTE'), '0.4.0: PUBLIC may no longer execute transformer_invalidate_cache()');
@@ -74,11 +76,13 @@ WHERE refclassid = 'pg_extension'::regclass AND refobjid = (SELECT oid FROM pg_e
 UNION ALL
 SELECT 'column ' || attrelid::regclass || '.' || attnum || ' ' || attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass) AND attnum > 0
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass,
+  'transformer_job_pairs'::regclass, 'transformer_job_steps'::regclass, 'transformer_job_checkpoints'::regclass) AND attnum > 0
 UNION ALL
 SELECT 'constraint ' || conrelid::regclass || '.' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid IN ('transformer_models'::regclass, 'transformer_tensors'::regclass, 'transformer_tokenizers'::regclass,
-  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass)
+  'transformer_job'::regclass, 'transformer_job_queue'::regclass, 'transformer_job_progress'::regclass, 'transformer_job_errors'::regclass, 'transformer_job_batches'::regclass,
+  'transformer_job_pairs'::regclass, 'transformer_job_steps'::regclass, 'transformer_job_checkpoints'::regclass)
 UNION ALL
 SELECT 'acl ' || relname || ' ' || coalesce(relacl::text, '-') || ' rls ' || relrowsecurity FROM pg_class
 WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'transformer_job%'

@@ -30,6 +30,7 @@ int			my_worker = 0;
 
 /* transformer.job_naptime, transformer.max_job_workers (transformer.c) */
 int			job_naptime_ms = 250;
+int			train_checkpoint_interval = 300;
 int			max_job_workers = 2;
 
 /* A registered supervisor that has not started within this long is taken as lost. */

@@ -7,6 +7,9 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "utils/snapmgr.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -108,7 +111,7 @@ ReadJob(int64 id, JobRow *job)
 	ret = SPI_execute_with_args(psprintf("SELECT tbl::oid, source::text, target::text, key_columns::text[], model, "
 										 "owner::oid, state, workers, keep_in_sync, coalesce(beam, 0), batch_size, "
 										 "xmin::text::bigint, kind, format, keep, source_lang, target_lang, "
-										 "source_lang_column::text FROM %s WHERE id = $1",
+										 "source_lang_column::text, new_model, settings::text FROM %s WHERE id = $1",
 										 JobTable("transformer_job")),
 								1, types, values, NULL, false, 1);
 	JobInternalEnd(&s);
@@ -121,9 +124,12 @@ ReadJob(int64 id, JobRow *job)
 	memset(job, 0, sizeof(*job));
 	job->id = id;
 	job->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+	if (isnull)
+		job->relid = InvalidOid;
 	job->source = SPI_getvalue(tup, desc, 2);
 	job->target = SPI_getvalue(tup, desc, 3);
 	d = SPI_getbinval(tup, desc, 4, &isnull);
+	if (!isnull)
 	{
 		Datum	   *elems;
 		bool	   *nulls;
@@ -143,12 +149,15 @@ ReadJob(int64 id, JobRow *job)
 	job->batch_size = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
 	job->xmin = (TransactionId) DatumGetInt64(SPI_getbinval(tup, desc, 12, &isnull));
 	job->embed = strcmp(SPI_getvalue(tup, desc, 13), "embed") == 0;
+	job->fine_tune = strcmp(SPI_getvalue(tup, desc, 13), "fine_tune") == 0;
 	job->format = SPI_getvalue(tup, desc, 14);
 	d = SPI_getbinval(tup, desc, 15, &isnull);
 	job->keep = isnull ? (Datum) 0 : PointerGetDatum(DatumGetArrayTypePCopy(d));
 	job->source_lang = SPI_getvalue(tup, desc, 16);
 	job->target_lang = SPI_getvalue(tup, desc, 17);
 	job->lang_column = SPI_getvalue(tup, desc, 18);
+	job->new_model = SPI_getvalue(tup, desc, 19);
+	job->settings = SPI_getvalue(tup, desc, 20);
 	return true;
 }
 
@@ -307,4 +316,64 @@ LockJobRow(int64 id)
 
 	JobLockTag(&tag, MyDatabaseId, id, 0);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* The job failed as a whole: say why in its row, in a transaction of its own (an error here too: only logged). */
+void
+FailJobNow(int64 job, const char *message)
+{
+	Oid			t[2] = {INT8OID, TEXTOID};
+	Datum		v[2] = {Int64GetDatum(job), CStringGetTextDatum(message)};
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		JobExec(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now(), waiting = NULL "
+						 "WHERE id = $1 AND state IN ('queued', 'running', 'syncing')", JobTable("transformer_job")),
+				2, t, v, NULL, SPI_OK_UPDATE);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+/* Is job a fine_tune() job?  In a transaction of its own; false if it is gone. */
+bool
+JobIsFineTune(int64 job)
+{
+	Oid			t[1] = {INT8OID};
+	Datum		v[1] = {Int64GetDatum(job)};
+	bool		fine_tune = false;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(get_extension_oid("transformer", true)))
+	{
+		JobExec(psprintf("SELECT kind = 'fine_tune' FROM %s WHERE id = $1", JobTable("transformer_job")),
+				1, t, v, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+		{
+			bool		isnull;
+
+			fine_tune = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return fine_tune;
 }

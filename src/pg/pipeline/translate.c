@@ -86,8 +86,9 @@ ModelSpecials(const CachedModel *cm, const Tokenizer *tok)
  * EOS; the call's language tokens before (Marian's >>fra<<, NLLB's
  * deu_Latn, M2M100's __de__) or after (NLLB's legacy_behaviour).
  */
-int *
-SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n)
+/* SourceIds(); soft: NULL for a text with no tokens or too many (TrainingIds()) */
+static int *
+source_ids(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n, bool soft)
 {
 	Tokenizer  *tok = GetTokenizer(cm->source_tokenizer);
 	const TfConfig *c = &cm->model.cfg;
@@ -109,6 +110,8 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 	}
 
 	EncodeTextWith(tok, ModelSpecials(cm, tok), input, &enc);
+	if (enc.ntokens == 0 && soft)
+		return NULL;
 	if (enc.ntokens == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -117,6 +120,8 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 				 errhint("Leave out empty rows, e.g. WHERE btrim(body) <> ''.")));
 	ResolveLanguages(cm, model, o, text_target, &prefix, &suffix, &forced_bos);
 	extra = (prefix >= 0) + (suffix >= 0);
+	if (enc.ntokens + 1 + extra > c->max_pos && soft)
+		return NULL;
 	if (enc.ntokens + 1 + extra > c->max_pos)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -144,6 +149,61 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
 	ids[k++] = c->eos_id;
 	if (suffix >= 0)
 		ids[k++] = suffix;
+	*n = k;
+	return ids;
+}
+
+int *
+SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n)
+{
+	return source_ids(cm, model, input, o, n, false);
+}
+
+/*
+ * A training pair's ids: the source as SourceIds() makes them, or the
+ * labels as Hugging Face's tokenizer(text_target=...) makes them (Marian:
+ * the target tokenizer's pieces, then EOS; NLLB and M2M100: the target
+ * language's token first, as generate() forces it).  NULL for a text
+ * with no tokens or more than the model's positions.
+ */
+int *
+TrainingIds(CachedModel *cm, const char *model, text *input, bool target, int *n)
+{
+	Tokenizer  *tok;
+	const TfConfig *c = &cm->model.cfg;
+	SpmEncoding enc;
+	int		   *ids;
+	int			prefix,
+				suffix,
+				forced_bos;
+	int			k = 0;
+
+	if (!target)
+		return source_ids(cm, model, input, NULL, n, true);
+	tok = GetTokenizer(cm->target_tokenizer);
+	EncodeTextWith(tok, ModelSpecials(cm, tok), input, &enc);
+	if (enc.ntokens == 0)
+		return NULL;
+	forced_bos = -1;
+	if (cm->lang_forced_bos)
+		ResolveLanguages(cm, model, NULL, NULL, &prefix, &suffix, &forced_bos);
+	if (enc.ntokens + 1 + (forced_bos >= 0) > c->max_pos)
+		return NULL;
+	ids = palloc(sizeof(int) * (enc.ntokens + 2));
+	if (forced_bos >= 0)
+		ids[k++] = forced_bos;
+	for (int i = 0; i < enc.ntokens; i++, k++)
+	{
+		ids[k] = TokenModelId(tok, &enc.tokens[i]);
+		if (ids[k] >= c->vocab)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model \"%s\" is damaged", model),
+					 errdetail("Its target tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
+							   cm->target_tokenizer, ids[k], c->vocab),
+					 errhint("Drop it and import it again.")));
+	}
+	ids[k++] = c->eos_id;
 	*n = k;
 	return ids;
 }

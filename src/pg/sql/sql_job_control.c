@@ -107,8 +107,9 @@ wait_for_job(PG_FUNCTION_ARGS)
 					 errhint("transformer_jobs.last_error says why; resume_job() starts it again.")));
 		pending = count_rows(id, psprintf("SELECT coalesce(sum(n), 0)::bigint FROM %s WHERE job = $1",
 										  JobTable("transformer_job_queue")));
-		/* nothing queued, and the job's state settled (a supervisor settles a backlog that was empty) */
-		if (pending == 0 && strcmp(job.state, "queued") != 0 && strcmp(job.state, "running") != 0)
+		/* nothing queued, and the job's state settled (a supervisor settles a backlog that was empty); a fine_tune() job: its model written */
+		if (job.fine_tune ? strcmp(job.state, "done") == 0 :
+			(pending == 0 && strcmp(job.state, "queued") != 0 && strcmp(job.state, "running") != 0))
 		{
 			done = true;
 			break;
@@ -229,11 +230,17 @@ cancel_job(PG_FUNCTION_ARGS)
 	get_visible_job(PG_GETARG_INT64(0), &job, true);
 	if (strcmp(job.state, "cancelled") != 0)
 	{
-		DropSyncTriggers(&job);
+		if (!job.fine_tune)
+			DropSyncTriggers(&job);
 		set_state(job.id, "cancelled", ", waiting = NULL, finished_at = pg_catalog.now()");
 		v[0] = Int64GetDatum(job.id);
 		JobExec(psprintf("DELETE FROM %s WHERE job = $1", JobTable("transformer_job_queue")),
 					  1, t, v, NULL, SPI_OK_DELETE);
+		/* a fine_tune() job's saved state and pairs: their space back at once */
+		JobExec(psprintf("DELETE FROM %s WHERE job = $1", JobTable("transformer_job_checkpoints")),
+				1, t, v, NULL, SPI_OK_DELETE);
+		JobExec(psprintf("DELETE FROM %s WHERE job = $1", JobTable("transformer_job_pairs")),
+				1, t, v, NULL, SPI_OK_DELETE);
 	}
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -253,6 +260,11 @@ retry_job_errors(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	LockJobRow(PG_GETARG_INT64(0));
 	get_visible_job(PG_GETARG_INT64(0), &job, true);
+	if (job.fine_tune)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("job " INT64_FORMAT " is a fine_tune() job, which has no rows to retry", job.id),
+				 errhint("resume_job() resumes a failed fine_tune() job from its last saved state.")));
 	if (strcmp(job.state, "cancelled") == 0)
 		wrong_state(&job, "retry the errors of");
 	v[0] = Int64GetDatum(job.id);

@@ -28,35 +28,6 @@
 #include "model_store.h"
 #include "tensor_ops.h"
 
-/* A bytea column of SPI's first row, copied into cxt; NULL if null. */
-static char *
-row_bytes(int col, MemoryContext cxt, Size *len)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
-	bytea	   *b;
-	char	   *out;
-
-	*len = 0;
-	if (isnull)
-		return NULL;
-	b = DatumGetByteaPP(d);
-	*len = VARSIZE_ANY_EXHDR(b);
-	out = MemoryContextAlloc(cxt, *len + 1);
-	memcpy(out, VARDATA_ANY(b), *len);
-	out[*len] = '\0';
-	return out;
-}
-
-static char *
-row_text(int col, MemoryContext cxt)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
-
-	return isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
-}
-
 /* t's values as fp32, checked finite */
 static float *
 tensor_floats(const StoredTensor *t, Size numel)
@@ -106,31 +77,14 @@ quantize_model(PG_FUNCTION_ARGS)
 	char	   *new_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *dtype = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	MemoryContext caller = CurrentMemoryContext;
-	Oid			types[1] = {TEXTOID};
-	Datum		args[1] = {CStringGetTextDatum(name)};
 	StoredTensor *src,
 			   *dst;
 	int			n,
 				nout = 0;
 	int64		params = 0;
-	Size		config_len,
-				vocab_len,
-				gen_len,
-				src_len,
-				tgt_len,
-				hlen;
-	char	   *config,
-			   *vocab,
-			   *gen,
-			   *src_spm,
-			   *tgt_spm,
-			   *source_lang,
-			   *target_lang,
-			   *header,
-			   *tgt_vocab;
-	Size		tgt_vocab_len;
-	Jsonb	   *languages = NULL;
-	Jsonb	   *embedding = NULL;
+	Size		hlen;
+	char	   *header;
+	ModelImport mi;
 	int			level;
 
 	if (pg_strcasecmp(dtype, "int8") != 0)
@@ -147,58 +101,7 @@ quantize_model(PG_FUNCTION_ARGS)
 	RequireExtensionVersion020();
 
 	level = ExtSpiConnect();
-	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
-								   "s.model, t.model, m.source_lang, m.target_lang, "
-								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s, %s "
-								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
-								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
-								   ExtensionTableHasColumn("transformer_models", "languages") ?
-								   "m.languages" : "NULL::jsonb",
-								   ExtensionTableHasColumn("transformer_models", "embedding") ?
-								   "m.embedding" : "NULL::jsonb",
-								   ExtensionTableName("transformer_models"),
-								   ExtensionTableName("transformer_tokenizers"),
-								   ExtensionTableName("transformer_tokenizers")),
-						  1, types, args, NULL, true, 1);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name)));
-	config = row_bytes(1, caller, &config_len);
-	vocab = row_bytes(2, caller, &vocab_len);
-	gen = row_bytes(3, caller, &gen_len);
-	src_spm = row_bytes(4, caller, &src_len);
-	tgt_spm = row_bytes(5, caller, &tgt_len);
-	source_lang = row_text(6, caller);
-	target_lang = row_text(7, caller);
-	tgt_vocab = row_bytes(8, caller, &tgt_vocab_len);
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull);
-
-		if (!isnull)
-		{
-			MemoryContext old = MemoryContextSwitchTo(caller);
-
-			languages = DatumGetJsonbPCopy(d);
-			MemoryContextSwitchTo(old);
-		}
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 10, &isnull);
-		if (!isnull)
-		{
-			MemoryContext old = MemoryContextSwitchTo(caller);
-
-			embedding = DatumGetJsonbPCopy(d);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	if (config == NULL || vocab == NULL || src_spm == NULL || tgt_spm == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("model \"%s\" is damaged", name),
-				 errdetail("Its configuration, vocabulary or a tokenizer is null."),
-				 errhint("Drop it and import it again.")));
-
+	ReadModelImport(name, caller, &mi);
 	n = ReadModelTensors(name, &src, false);
 	dst = MemoryContextAllocZero(caller, sizeof(StoredTensor) * (2 * n + 1));
 	for (int i = 0; i < n; i++)
@@ -244,31 +147,10 @@ quantize_model(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(caller);
 
 	header = SafetensorsHeaderFor(dst, nout, "{\"format\":\"pt\",\"quantization\":\"int8 per output row, symmetric, fp32 scales in <name>_scale\"}", &hlen);
-	{
-		ModelImport mi;
-
-		memset(&mi, 0, sizeof(mi));
-		mi.config = config;
-		mi.config_len = config_len;
-		mi.header = header;
-		mi.hlen = hlen;
-		mi.tensors = dst;
-		mi.ntensors = nout;
-		mi.src_spm = src_spm;
-		mi.src_len = src_len;
-		mi.tgt_spm = tgt_spm;
-		mi.tgt_len = tgt_len;
-		mi.vocab = vocab;
-		mi.vocab_len = vocab_len;
-		mi.tgt_vocab = tgt_vocab;
-		mi.tgt_vocab_len = tgt_vocab_len;
-		mi.gen = gen;
-		mi.gen_len = gen_len;
-		mi.source_lang = source_lang;
-		mi.target_lang = target_lang;
-		mi.languages = languages;
-		mi.embedding = embedding;
-		(void) StoreModel(new_name, &mi);
-	}
+	mi.header = header;
+	mi.hlen = hlen;
+	mi.tensors = dst;
+	mi.ntensors = nout;
+	(void) StoreModel(new_name, &mi);
 	PG_RETURN_INT64(params);
 }

@@ -193,6 +193,16 @@ _PG_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("transformer.checkpoint_interval",
+							"Sets how often a fine_tune() job saves its state.",
+							"A job resumes from its last saved state after a restart or a crash; it also saves when "
+							"it is paused, at each checkpoint it averages, and before it stores the new model.",
+							&train_checkpoint_interval,
+							300, 1, 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("transformer.max_job_workers",
 							"Sets the most background job workers of the cluster at once.",
 							"Shared fairly between the roles whose jobs have rows queued; supervisors (one per "

@@ -52,6 +52,98 @@ ByteaOf(const char *data, Size len)
 	return b;
 }
 
+/* A bytea column of SPI's first row, copied into cxt; NULL if null. */
+static char *
+row_bytes(int col, MemoryContext cxt, Size *len)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	bytea	   *b;
+	char	   *out;
+
+	*len = 0;
+	if (isnull)
+		return NULL;
+	b = DatumGetByteaPP(d);
+	*len = VARSIZE_ANY_EXHDR(b);
+	out = MemoryContextAlloc(cxt, *len + 1);
+	memcpy(out, VARDATA_ANY(b), *len);
+	out[*len] = '\0';
+	return out;
+}
+
+static char *
+row_text(int col, MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	return isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
+}
+
+/*
+ * The rows of model name but its tensors, as StoreModel() takes them
+ * (tensors and header left empty), allocated in cxt; inside
+ * ExtSpiConnect().  ERROR if there is no such model or its rows are
+ * damaged.  quantize_model() and fine_tune() store their copies from it.
+ */
+void
+ReadModelImport(const char *name, MemoryContext cxt, ModelImport *mi)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+
+	memset(mi, 0, sizeof(*mi));
+	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
+								   "s.model, t.model, m.source_lang, m.target_lang, "
+								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s, %s "
+								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
+								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
+								   ExtensionTableHasColumn("transformer_models", "languages") ?
+								   "m.languages" : "NULL::jsonb",
+								   ExtensionTableHasColumn("transformer_models", "embedding") ?
+								   "m.embedding" : "NULL::jsonb",
+								   ExtensionTableName("transformer_models"),
+								   ExtensionTableName("transformer_tokenizers"),
+								   ExtensionTableName("transformer_tokenizers")),
+						  1, types, args, NULL, true, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	mi->config = row_bytes(1, cxt, &mi->config_len);
+	mi->vocab = row_bytes(2, cxt, &mi->vocab_len);
+	mi->gen = row_bytes(3, cxt, &mi->gen_len);
+	mi->src_spm = row_bytes(4, cxt, &mi->src_len);
+	mi->tgt_spm = row_bytes(5, cxt, &mi->tgt_len);
+	mi->source_lang = row_text(6, cxt);
+	mi->target_lang = row_text(7, cxt);
+	mi->tgt_vocab = row_bytes(8, cxt, &mi->tgt_vocab_len);
+	for (int col = 9; col <= 10; col++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+		if (!isnull)
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+			Jsonb	   *j = DatumGetJsonbPCopy(d);
+
+			MemoryContextSwitchTo(old);
+			if (col == 9)
+				mi->languages = j;
+			else
+				mi->embedding = j;
+		}
+	}
+	if (mi->config == NULL || mi->vocab == NULL || mi->src_spm == NULL || mi->tgt_spm == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("model \"%s\" is damaged", name),
+				 errdetail("Its configuration, vocabulary or a tokenizer is null."),
+				 errhint("Drop it and import it again.")));
+}
+
 /*
  * Check everything, then replace the model's rows: its configuration, its
  * tensors (bytes as in the file) and its two tokenizers.  All in the
