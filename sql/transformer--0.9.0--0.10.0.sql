@@ -122,10 +122,11 @@ CREATE FUNCTION fine_tune(model text, new_model text, pairs text, epochs integer
                           learning_rate float8 DEFAULT NULL, warmup_steps integer DEFAULT NULL,
                           label_smoothing float8 DEFAULT 0.1, dropout float8 DEFAULT NULL,
                           shuffle boolean DEFAULT true, seed integer DEFAULT 0,
-                          average_last integer DEFAULT 1)
+                          average_last integer DEFAULT 1, source_lang text DEFAULT NULL,
+                          target_lang text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'fine_tune'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION fine_tune(text, text, text, integer, integer, integer, float8, integer, float8, float8, boolean, integer, integer) IS
-'declares a background job that trains a copy of model on the (source, target) pairs that the query pairs returns (run now, as the caller) and stores it as new_model: cross-entropy with label smoothing, Adam (0.9, 0.98, 1e-9), the paper''s learning rate when learning_rate is NULL (else constant after warmup_steps), the config''s dropout when dropout is NULL, the average of the last average_last checkpoints; returns the job''s id';
+COMMENT ON FUNCTION fine_tune(text, text, text, integer, integer, integer, float8, integer, float8, float8, boolean, integer, integer, text, text) IS
+'declares a background job that trains a copy of model on the (source, target) pairs that the query pairs returns (run now, as the caller) and stores it as new_model: cross-entropy with label smoothing, Adam (0.9, 0.98, 1e-9), the paper''s learning rate when learning_rate is NULL (else constant after warmup_steps), the config''s dropout when dropout is NULL, the average of the last average_last checkpoints; source_lang and target_lang pick a multilingual model''s languages (NLLB, M2M100); returns the job''s id';

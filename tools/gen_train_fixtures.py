@@ -201,6 +201,52 @@ def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, 
         f.write("\n".join(lines) + "\n")
 
 
+def train(kind, model, batches, base_rate, warmup, masks=None, adam_eps=1e-9):
+    """Steps of torch.optim.Adam(betas=(0.9, 0.98)) on nn.CrossEntropyLoss(label_smoothing=EPS,
+    ignore_index=pad), one a batch of (source ids, label ids) pairs, padded and masked as Hugging
+    Face does and teacher-forced from decoder_start_token_id, at base_rate after a linear warm-up
+    of warmup steps; returns each step's loss and rate.  model is changed in place."""
+    cfg = model.cfg
+    pad, start, vocab = cfg["pad_token_id"], cfg["decoder_start_token_id"], cfg["vocab_size"]
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=adam_eps)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=EPS, ignore_index=pad)
+    losses, rates = [], []
+    for step, batch in enumerate(batches, 1):
+        n = max(len(s) for s, _ in batch)
+        t = max(len(y) for _, y in batch)
+        src = torch.tensor([s + [pad] * (n - len(s)) for s, _ in batch])
+        mask = torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s, _ in batch])
+        labels = torch.tensor([y + [pad] * (t - len(y)) for _, y in batch])
+        dec_in = torch.cat([torch.full((len(batch), 1), start), labels[:, :-1]], dim=1)
+        saved = F.dropout
+        if masks:
+            masks.step, masks.site = step, 0
+            F.dropout = masks
+        if kind == "marian":
+            memory, mpad = model.encode(src, mask)
+            logits = model.decode(dec_in, memory, mpad)
+        else:
+            logits = model(src, dec_in, mask)
+        F.dropout = saved
+        loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
+        lr = base_rate * (min(1.0, step / warmup) if warmup > 0 else 1.0)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        loss.backward()
+        # k_proj's bias shifts every score of a query alike, which the
+        # softmax takes away: its gradient is exactly 0, and what autograd
+        # gives is rounding noise that Adam scales up to full steps.  Both
+        # sides take it as 0 (train_model.c), so the bias stays as it was.
+        for m in model.modules():
+            if hasattr(m, "k_proj") and m.k_proj.bias is not None and m.k_proj.bias.grad is not None:
+                m.k_proj.bias.grad.zero_()
+        opt.step()
+        losses.append(float(loss))
+        rates.append(lr)
+    return losses, rates
+
+
 def unflatten_into(model, kind, values):
     """The parameters of model from a flat float32 array in train_model.h's order (the inverse of flat())."""
     off = 0
@@ -252,43 +298,8 @@ def run(name, kind, directory, base_rate, warmup, drop=None, adam_eps=1e-9):
     assert len({id(p) for p in params}) == len(params)
     assert {id(p) for p in params} == {id(p) for p in model.parameters()}, "a parameter is left out"
     init = flat(params)
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=adam_eps)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=EPS, ignore_index=pad)
-    losses, rates = [], []
-    for step in range(1, STEPS + 1):
-        batch = pairs[(step - 1) * BATCH: step * BATCH]
-        n = max(len(s) for s, _ in batch)
-        t = max(len(y) for _, y in batch)
-        src = torch.tensor([s + [pad] * (n - len(s)) for s, _ in batch])
-        mask = torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s, _ in batch])
-        labels = torch.tensor([y + [pad] * (t - len(y)) for _, y in batch])
-        dec_in = torch.cat([torch.full((len(batch), 1), start), labels[:, :-1]], dim=1)
-        saved = F.dropout
-        if masks:
-            masks.step, masks.site = step, 0
-            F.dropout = masks
-        if kind == "marian":
-            memory, mpad = model.encode(src, mask)
-            logits = model.decode(dec_in, memory, mpad)
-        else:
-            logits = model(src, dec_in, mask)
-        F.dropout = saved
-        loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
-        lr = base_rate * (min(1.0, step / warmup) if warmup > 0 else 1.0)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.zero_grad()
-        loss.backward()
-        # k_proj's bias shifts every score of a query alike, which the
-        # softmax takes away: its gradient is exactly 0, and what autograd
-        # gives is rounding noise that Adam scales up to full steps.  Both
-        # sides take it as 0 (train_model.c), so the bias stays as it was.
-        for m in model.modules():
-            if hasattr(m, "k_proj") and m.k_proj.bias is not None and m.k_proj.bias.grad is not None:
-                m.k_proj.bias.grad.zero_()
-        opt.step()
-        losses.append(float(loss))
-        rates.append(lr)
+    batches = [pairs[(step - 1) * BATCH: step * BATCH] for step in range(1, STEPS + 1)]
+    losses, rates = train(kind, model, batches, base_rate, warmup, masks, adam_eps)
     final = flat(params)
 
     with torch.no_grad():

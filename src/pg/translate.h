@@ -49,9 +49,10 @@ extern int *SourceIds(CachedModel *cm, const char *model, text *input, const Cal
 /*
  * A training pair's ids (fine_tune()): the source's (target false) or the
  * labels (the target tokenizer's, EOS, and the target language's token
- * first where generate() forces it); NULL for no tokens or too many.
+ * first where generate() forces it), in o's languages (NULL-able); NULL
+ * for no tokens or too many.
  */
-extern int *TrainingIds(CachedModel *cm, const char *model, text *input, bool target, int *n);
+extern int *TrainingIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, bool target, int *n);
 
 /* The language tokens of a call (model_languages.c); -1 where none. */
 extern void ResolveLanguages(const CachedModel *cm, const char *model, const CallOptions *o,

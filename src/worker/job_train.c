@@ -645,9 +645,10 @@ between_steps(Run *r, bool nan)
 		/* the last good state stays saved; the step is not taken */
 		Oid			t[2] = {INT8OID, TEXTOID};
 		Datum		v[2] = {Int64GetDatum(r->job),
-			CStringGetTextDatum(psprintf("the loss of step %ld is %g; the job keeps its last saved state, of step %ld "
-										 "(lower learning_rate, or a longer warmup_steps, and run fine_tune() again)",
-										 r->step + 1, r->loss, r->saved_step))};
+			CStringGetTextDatum(psprintf("the loss of step %ld is %g; the job stopped and keeps its last saved state, "
+										 "of step %ld%s: run fine_tune() again with a lower learning_rate or a longer warmup_steps",
+										 r->step + 1, r->loss, r->saved_step,
+										 r->saved_step == 0 ? " (the model as it was)" : ""))};
 
 		JobExec(psprintf("UPDATE %s SET state = 'failed', last_error = $2, finished_at = pg_catalog.now() WHERE id = $1",
 						 JobTable("transformer_job")), 2, t, v, NULL, SPI_OK_UPDATE);

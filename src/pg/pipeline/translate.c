@@ -167,7 +167,7 @@ SourceIds(CachedModel *cm, const char *model, text *input, const CallOptions *o,
  * with no tokens or more than the model's positions.
  */
 int *
-TrainingIds(CachedModel *cm, const char *model, text *input, bool target, int *n)
+TrainingIds(CachedModel *cm, const char *model, text *input, const CallOptions *o, bool target, int *n)
 {
 	Tokenizer  *tok;
 	const TfConfig *c = &cm->model.cfg;
@@ -179,14 +179,14 @@ TrainingIds(CachedModel *cm, const char *model, text *input, bool target, int *n
 	int			k = 0;
 
 	if (!target)
-		return source_ids(cm, model, input, NULL, n, true);
+		return source_ids(cm, model, input, o, n, true);
 	tok = GetTokenizer(cm->target_tokenizer);
 	EncodeTextWith(tok, ModelSpecials(cm, tok), input, &enc);
 	if (enc.ntokens == 0)
 		return NULL;
 	forced_bos = -1;
 	if (cm->lang_forced_bos)
-		ResolveLanguages(cm, model, NULL, NULL, &prefix, &suffix, &forced_bos);
+		ResolveLanguages(cm, model, o, NULL, &prefix, &suffix, &forced_bos);
 	if (enc.ntokens + 1 + (forced_bos >= 0) > c->max_pos)
 		return NULL;
 	ids = palloc(sizeof(int) * (enc.ntokens + 2));

@@ -134,7 +134,8 @@ insert_pairs(int64 job, int count, Datum *ns, Datum *src, Datum *tgt)
  * than the model's positions), *tokens their source and target tokens.
  */
 static int
-store_pairs(int64 job, const char *model, CachedModel *cm, const char *query, int *skipped, int64 *tokens)
+store_pairs(int64 job, const char *model, CachedModel *cm, const CallOptions *o, const char *query, int *skipped,
+			int64 *tokens)
 {
 	Portal		portal;
 	int			kept = 0;
@@ -197,8 +198,8 @@ store_pairs(int64 job, const char *model, CachedModel *cm, const char *query, in
 			old = MemoryContextSwitchTo(rows_cxt);
 			CheckInputSize(PointerGetDatum(cstring_to_text(s)));
 			CheckInputSize(PointerGetDatum(cstring_to_text(t)));
-			si = TrainingIds(cm, model, cstring_to_text(s), false, &sn);
-			ti = si ? TrainingIds(cm, model, cstring_to_text(t), true, &tn) : NULL;
+			si = TrainingIds(cm, model, cstring_to_text(s), o, false, &sn);
+			ti = si ? TrainingIds(cm, model, cstring_to_text(t), o, true, &tn) : NULL;
 			MemoryContextSwitchTo(old);
 			if (si == NULL || ti == NULL)
 			{
@@ -264,6 +265,9 @@ fine_tune(PG_FUNCTION_ARGS)
 	bool		shuffle = PG_ARGISNULL(10) ? true : PG_GETARG_BOOL(10);
 	int			seed = PG_ARGISNULL(11) ? 0 : PG_GETARG_INT32(11);
 	int			average_last = PG_ARGISNULL(12) ? 1 : PG_GETARG_INT32(12);
+	char	   *source_lang = PG_ARGISNULL(13) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(13));
+	char	   *target_lang = PG_ARGISNULL(14) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(14));
+	CallOptions o;
 	CachedModel *cm;
 	int64		id;
 	int			npairs,
@@ -311,6 +315,26 @@ fine_tune(PG_FUNCTION_ARGS)
 				 errmsg("fine_tune() cannot train model \"%s\"", model),
 				 errdetail("It trains Marian, M2M100 and NLLB models: sinusoidal positions, at most %d layers a stack.",
 						   TF_TRAIN_MAX_LAYERS)));
+	/* the languages as translate() takes them: checked now, on an empty text */
+	memset(&o, 0, sizeof(o));
+	if (source_lang)
+	{
+		o.given[OPT_SOURCE_LANG] = true;
+		o.value[OPT_SOURCE_LANG] = CStringGetTextDatum(source_lang);
+	}
+	if (target_lang)
+	{
+		o.given[OPT_TARGET_LANG] = true;
+		o.value[OPT_TARGET_LANG] = CStringGetTextDatum(target_lang);
+	}
+	if (source_lang || target_lang || cm->lang_forced_bos)
+	{
+		int			prefix,
+					suffix,
+					forced_bos;
+
+		ResolveLanguages(cm, model, &o, NULL, &prefix, &suffix, &forced_bos);
+	}
 	if (model_exists(new_model))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -341,7 +365,7 @@ fine_tune(PG_FUNCTION_ARGS)
 	}
 	LockJobRow(id);
 
-	npairs = store_pairs(id, model, cm, query, &skipped, &tokens);
+	npairs = store_pairs(id, model, cm, &o, query, &skipped, &tokens);
 	if (npairs == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -380,6 +404,10 @@ fine_tune(PG_FUNCTION_ARGS)
 	appendStringInfo(&settings, "\"pairs\": %d, \"pairs_left_out\": %d, \"tokens\": " INT64_FORMAT ", "
 					 "\"steps\": " INT64_FORMAT ", \"steps_per_epoch\": " INT64_FORMAT ", \"average_every\": " INT64_FORMAT,
 					 npairs, skipped, tokens, steps, per_epoch, every);
+	if (source_lang)
+		json_key_text(&settings, "source_lang", source_lang);
+	if (target_lang)
+		json_key_text(&settings, "target_lang", target_lang);
 	json_key_text(&settings, "query", query);
 	appendStringInfoChar(&settings, '}');
 	{

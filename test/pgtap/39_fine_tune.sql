@@ -1,0 +1,206 @@
+-- fine_tune() (issue 41): a background job that trains a copy of a model on a query's pairs.
+-- Against PyTorch (tools/gen_fine_tune_fixtures.py: the ports of Hugging Face's tokenizers, 10
+-- steps of torch.optim.Adam on nn.CrossEntropyLoss in float64): the pairs' ids, every step's
+-- loss and every weight after 10 steps, for a Marian and an NLLB fixture model.  Then a run
+-- paused, resumed and its worker killed ends with the weights of an uninterrupted run, bit for
+-- bit; cancel; a loss that is not finite; the errors; the privileges.
+-- It commits (workers see only committed rows), and drops what an earlier run left first.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+\set root `pwd`
+
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS transformer CASCADE;
+DROP TABLE IF EXISTS ftpairs, ftnllb CASCADE;
+DROP ROLE IF EXISTS ft_reader, ft_trainer;
+CREATE EXTENSION transformer;
+SELECT import_model('marian', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
+SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
+SELECT plan(47);
+
+\ir include/jobs.psql
+
+-- a float32 of little-endian bytes (normal numbers and zero: what trained weights are)
+CREATE FUNCTION pg_temp.f32(b bytea, i int) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN e = 0 THEN 0::float8 ELSE (1 - 2 * s) * (1 + m / 8388608.0::float8) * 2::float8 ^ (e - 127) END
+  FROM (SELECT (x >> 31) & 1 AS s, (x >> 23) & 255 AS e, x & 8388607 AS m
+        FROM (SELECT get_byte(b, 4 * i)::bigint | get_byte(b, 4 * i + 1)::bigint << 8 |
+                     get_byte(b, 4 * i + 2)::bigint << 16 | get_byte(b, 4 * i + 3)::bigint << 24 AS x) a) c $$;
+-- the tensors of a safetensors file
+CREATE FUNCTION pg_temp.file_tensors(path text) RETURNS TABLE (name text, data bytea) LANGUAGE sql AS $$
+  WITH f AS (SELECT pg_read_binary_file(path) AS b),
+  h AS (SELECT b, (SELECT sum(get_byte(b, i)::bigint << (8 * i)) FROM generate_series(0, 7) i) AS hlen FROM f),
+  j AS (SELECT b, hlen, convert_from(substring(b FROM 9 FOR hlen::int), 'UTF8')::jsonb AS hdr FROM h)
+  SELECT k, substring(b FROM (9 + hlen + (v->'data_offsets'->>0)::bigint)::int
+                        FOR ((v->'data_offsets'->>1)::bigint - (v->'data_offsets'->>0)::bigint)::int)
+  FROM j, jsonb_each(hdr) AS e(k, v) WHERE k <> '__metadata__' $$;
+CREATE FUNCTION pg_temp.model_tensors(m text) RETURNS TABLE (name text, dtype text, data bytea) LANGUAGE sql AS $$
+  SELECT name, min(dtype), string_agg(data, ''::bytea ORDER BY part) FROM transformer_tensors WHERE model = m GROUP BY name $$;
+-- the largest difference of a model's weights from a file's, over every value of every tensor;
+-- NULL unless both have the same tensors, all F32, of the same sizes
+CREATE FUNCTION pg_temp.max_diff(m text, path text) RETURNS float8 LANGUAGE sql AS $$
+  SELECT CASE WHEN (SELECT count(*) FROM pg_temp.model_tensors(m)) =
+                   (SELECT count(*) FROM pg_temp.model_tensors(m) o JOIN pg_temp.file_tensors(path) r USING (name)
+                    WHERE o.dtype = 'F32' AND octet_length(o.data) = octet_length(r.data))
+    THEN (SELECT max(abs(pg_temp.f32(o.data, i) - pg_temp.f32(r.data, i)))
+          FROM pg_temp.model_tensors(m) o JOIN pg_temp.file_tensors(path) r USING (name),
+               generate_series(0, octet_length(o.data) / 4 - 1) i) END $$;
+-- a model's weights as one digest
+CREATE FUNCTION pg_temp.digest(m text) RETURNS text LANGUAGE sql AS $$
+  SELECT md5(string_agg(name || ':' || md5(data), ',' ORDER BY name)) FROM pg_temp.model_tensors(m) $$;
+-- the fixture's lines: the pairs (text, ids) and each step's loss
+CREATE FUNCTION pg_temp.fixture(name text) RETURNS SETOF text LANGUAGE sql AS $$
+  SELECT l FROM regexp_split_to_table(pg_read_file(current_setting('ft.root') || '/test/fixtures/fine_tune/' || name || '.txt'), E'\n') l $$;
+SELECT set_config('ft.root', :'root', false) \g /dev/null
+-- wait until the job's step is at least want (or 20 s)
+CREATE FUNCTION pg_temp.wait_step(job bigint, want int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE s int;
+BEGIN
+  FOR i IN 1..2000 LOOP
+    SELECT coalesce(step, 0) INTO s FROM transformer_jobs WHERE id = job;
+    IF s >= want THEN RETURN s; END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN s;
+END $$;
+
+CREATE TABLE ftpairs AS
+SELECT ord AS n, split_part(substr(l, 6), E'\t', 1) AS de, split_part(l, E'\t', 2) AS en,
+       split_part(l, E'\t', 3) AS src_ids, split_part(l, E'\t', 4) AS tgt_ids
+FROM pg_temp.fixture('marian') WITH ORDINALITY AS x(l, ord) WHERE l LIKE 'pair %';
+CREATE TABLE ftnllb AS
+SELECT ord AS n, split_part(substr(l, 6), E'\t', 1) AS de, split_part(l, E'\t', 2) AS en,
+       split_part(l, E'\t', 3) AS src_ids, split_part(l, E'\t', 4) AS tgt_ids
+FROM pg_temp.fixture('nllb') WITH ORDINALITY AS x(l, ord) WHERE l LIKE 'pair %';
+SELECT pg_temp.digest('marian') AS marian_before \gset
+
+-- 1. parity with PyTorch: the pairs' ids (read before the job commits), each step's loss, the weights
+BEGIN;
+SELECT fine_tune('marian', 'marian_ft', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 10, batch_size => 2,
+                 learning_rate => 1e-3, dropout => 0, shuffle => false) AS jm \gset
+SELECT is((SELECT count(*)::int FROM transformer_job_pairs p JOIN (SELECT row_number() OVER (ORDER BY n) - 1 AS k, * FROM ftpairs) f
+           ON f.k = p.n AND array_to_string(p.source_ids, ',') = f.src_ids AND array_to_string(p.target_ids, ',') = f.tgt_ids
+           WHERE p.job = :jm), 8, 'Marian: the 8 pairs, in the query''s order, as Hugging Face''s MarianTokenizer makes them (source, and text_target)');
+COMMIT;
+SELECT ok(wait_for_job(:jm, '2 min'), 'Marian: the fine_tune() job finishes');
+SELECT is((SELECT count(*)::int FROM transformer_job_steps s JOIN
+           (SELECT split_part(l, ' ', 2)::int AS step, split_part(l, ' ', 4)::float8 AS loss FROM pg_temp.fixture('marian') l WHERE l LIKE 'step %') r
+           USING (step) WHERE s.job = :jm AND abs(s.loss - r.loss) <= 1e-4 * abs(r.loss)), 10,
+  'Marian: each of the 10 steps'' loss equals PyTorch''s within 1e-4 (label smoothing 0.1, padding ignored)');
+SELECT cmp_ok(pg_temp.max_diff('marian_ft', :'root' || '/test/fixtures/fine_tune/marian.safetensors'), '<=', 1e-4::float8,
+  'Marian: after 10 steps every weight equals PyTorch''s within 1e-4 (Adam 0.9, 0.98, 1e-9)');
+SELECT is(pg_temp.digest('marian'), :'marian_before', 'the source model is untouched');
+SELECT is((SELECT convert_from(substring(safetensors_header FROM 9), 'UTF8')::jsonb->'__metadata__'->>'fine_tuned_from'
+           FROM transformer_models WHERE name = 'marian_ft'), 'marian', 'the new model''s metadata names the model it came from');
+SELECT isnt(translate('Ein Mann fährt mit dem Fahrrad.', 'marian_ft'), NULL, 'the new model translates');
+SELECT is((SELECT count(*)::int FROM transformer_job_pairs WHERE job = :jm) + (SELECT count(*)::int FROM transformer_job_checkpoints WHERE job = :jm),
+  0, 'a finished job keeps neither its pairs nor its saved state');
+SELECT results_eq(format('SELECT kind, state, activity, step, steps_total, new_model, loss IS NOT NULL FROM transformer_jobs WHERE id = %s', :jm),
+  $$VALUES ('fine_tune', 'done', 'done', 10, 10, 'marian_ft', true)$$, 'transformer_jobs shows the run: kind, state, step of steps, the new model, the loss');
+
+BEGIN;
+SELECT fine_tune('nllb', 'nllb_ft', 'SELECT de, en FROM ftnllb ORDER BY n', max_steps => 10, batch_size => 2,
+                 learning_rate => 1e-3, warmup_steps => 3, dropout => 0, shuffle => false,
+                 source_lang => 'deu_Latn', target_lang => 'eng_Latn') AS jn \gset
+SELECT is((SELECT count(*)::int FROM transformer_job_pairs p JOIN (SELECT row_number() OVER (ORDER BY n) - 1 AS k, * FROM ftnllb) f
+           ON f.k = p.n AND array_to_string(p.source_ids, ',') = f.src_ids AND array_to_string(p.target_ids, ',') = f.tgt_ids
+           WHERE p.job = :jn), 8, 'NLLB: the pairs'' ids as NllbTokenizer makes them (deu_Latn first; labels: eng_Latn first)');
+COMMIT;
+SELECT ok(wait_for_job(:jn, '2 min'), 'NLLB: the job finishes');
+SELECT is((SELECT count(*)::int FROM transformer_job_steps s JOIN
+           (SELECT split_part(l, ' ', 2)::int AS step, split_part(l, ' ', 4)::float8 AS loss FROM pg_temp.fixture('nllb') l WHERE l LIKE 'step %') r
+           USING (step) WHERE s.job = :jn AND abs(s.loss - r.loss) <= 1e-4 * abs(r.loss)), 10,
+  'NLLB: each step''s loss equals PyTorch''s within 1e-4 (a warm-up of 3 steps)');
+SELECT cmp_ok(pg_temp.max_diff('nllb_ft', :'root' || '/test/fixtures/fine_tune/nllb.safetensors'), '<=', 1e-4::float8,
+  'NLLB: after 10 steps every weight equals PyTorch''s within 1e-4 (pre-norm, final norms)');
+SELECT is((SELECT count(*)::int FROM transformer_job_steps WHERE job = :jn AND learning_rate = CASE WHEN step < 3 THEN 1e-3 * step / 3 ELSE 1e-3 END), 10,
+  'NLLB: the rate of each step: 1e-3 after a linear warm-up of 3 steps');
+
+-- 2. a run paused, resumed and its worker killed ends where an uninterrupted run ends, bit for bit
+-- (a new order every epoch, dropout, 3 checkpoints averaged: all of it must resume exactly)
+SELECT fine_tune('marian', 'marian_whole', 'SELECT de, en FROM ftpairs', max_steps => 3000, batch_size => 3,
+                 learning_rate => 3e-4, warmup_steps => 50, dropout => 0.1, seed => 7, average_last => 3) AS jw \gset
+SELECT ok(wait_for_job(:jw, '2 min'), 'an uninterrupted run of 3000 steps finishes');
+SELECT fine_tune('marian', 'marian_resumed', 'SELECT de, en FROM ftpairs', max_steps => 3000, batch_size => 3,
+                 learning_rate => 3e-4, warmup_steps => 50, dropout => 0.1, seed => 7, average_last => 3) AS jr \gset
+SELECT cmp_ok(pg_temp.wait_step(:jr, 200), '>=', 200, 'the same run, started again');
+SELECT pause_job(:jr);
+SELECT is(pg_temp.wait_state(:jr, 'paused'), 'paused', 'paused');
+SELECT pg_sleep(0.5);
+SELECT ok((SELECT count(*) FROM transformer_job_checkpoints WHERE job = :jr) > 0, 'a paused run has saved its state');
+SELECT (SELECT step FROM transformer_jobs WHERE id = :jr) AS paused_at \gset
+SELECT pg_sleep(0.3);
+SELECT is((SELECT step FROM transformer_jobs WHERE id = :jr), :paused_at, 'a paused run takes no step');
+SELECT resume_job(:jr);
+SELECT cmp_ok(pg_temp.wait_step(:jr, :paused_at + 300), '>=', :paused_at + 300, 'resumed, it goes on');
+SELECT ok((SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = format('transformer job %s worker 1', :jr)),
+  'its worker is killed');
+SELECT ok(wait_for_job(:jr, '2 min'), 'the supervisor starts it again, and it finishes');
+SELECT is(pg_temp.digest('marian_resumed'), pg_temp.digest('marian_whole'),
+  'the weights equal the uninterrupted run''s bit for bit (order, dropout masks, Adam, the average)');
+SELECT isnt(pg_temp.digest('marian_resumed'), pg_temp.digest('marian'), '... and the run changed them');
+
+-- 3. cancel, and a loss that is not finite
+SELECT fine_tune('marian', 'marian_never', 'SELECT de, en FROM ftpairs', max_steps => 1000000) AS jc \gset
+SELECT cmp_ok(pg_temp.wait_step(:jc, 5), '>=', 5, 'a long run is under way');
+SELECT cancel_job(:jc);
+SELECT is(pg_temp.wait_state(:jc, 'cancelled'), 'cancelled', 'cancelled');
+SELECT pg_sleep(0.5);
+SELECT is((SELECT count(*)::int FROM transformer_job_pairs WHERE job = :jc) + (SELECT count(*)::int FROM transformer_job_checkpoints WHERE job = :jc)
+          + (SELECT count(*)::int FROM transformer_models WHERE name = 'marian_never'), 0,
+  'a cancelled run leaves no pairs, no saved state and no model');
+-- a feed-forward matrix of +-FLT_MAX: finite weights, whose products overflow
+SELECT import_model('marian_bad', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
+UPDATE transformer_tensors SET data = substring(decode(repeat('ffff7f7fffff7fff', octet_length(data) / 8 + 1), 'hex') FOR octet_length(data))
+WHERE model = 'marian_bad' AND name = 'model.encoder.layers.0.fc1.weight';
+SELECT fine_tune('marian_bad', 'marian_bad_ft', 'SELECT de, en FROM ftpairs', max_steps => 5) AS jnan \gset
+SELECT is(pg_temp.wait_state(:jnan, 'failed'), 'failed', 'a loss that is not finite fails the job');
+SELECT imatches((SELECT last_error FROM transformer_jobs WHERE id = :jnan), '^the loss of step 1 is (inf|nan);',
+  '... naming the step and the loss');
+SELECT throws_ok(format('SELECT wait_for_job(%s)', :jnan), '55000', NULL, 'wait_for_job() says the job failed');
+
+-- 4. bad arguments, each with its SQLSTATE
+SELECT throws_ok($$SELECT fine_tune(NULL, 'x', 'SELECT de, en FROM ftpairs')$$, '22004', NULL, 'a NULL model');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', batch_size => 0)$$, '22023', NULL, 'batch_size 0');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 0)$$, '22023', NULL, 'a learning rate of 0');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 'NaN')$$, '22023', NULL, 'a learning rate of NaN');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', label_smoothing => 1)$$, '22023', NULL, 'label smoothing 1');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', average_last => 2)$$, '22023', NULL,
+  'averaging 2 checkpoints of a run of one epoch');
+SELECT throws_ok($$SELECT fine_tune('marian', 'marian', 'SELECT de, en FROM ftpairs')$$, '22023', NULL, 'the source model''s own name');
+SELECT throws_ok($$SELECT fine_tune('marian', 'nllb', 'SELECT de, en FROM ftpairs')$$, '42710', NULL, 'the name of a model that exists');
+SELECT throws_ok($$SELECT fine_tune('nope', 'x', 'SELECT de, en FROM ftpairs')$$, '42704', NULL, 'a model that does not exist');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en, n FROM ftpairs')$$, '42804', NULL, 'a query of three columns');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT n, en FROM ftpairs')$$, '42804', NULL, 'a query whose source is not text');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs WHERE false')$$, '22023', NULL, 'a query with no pairs');
+
+-- 5. privileges: the query runs as the caller; storing a model takes INSERT on the model tables
+CREATE ROLE ft_reader LOGIN;
+CREATE ROLE ft_trainer LOGIN;
+GRANT SELECT, INSERT, UPDATE, DELETE ON transformer_models, transformer_tensors, transformer_tokenizers TO ft_trainer;
+GRANT SELECT ON ftpairs TO ft_reader;
+SET ROLE ft_reader;
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', 'permission denied to create models',
+  'a role that may not create models cannot fine-tune');
+SET ROLE ft_trainer;
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', NULL,
+  'the pairs query runs with the caller''s rights (no SELECT on the table)');
+SELECT is((SELECT count(*)::int FROM transformer_job_steps), 0, 'a role sees no other role''s steps');
+RESET ROLE;
+GRANT SELECT ON ftpairs TO ft_trainer;
+SET ROLE ft_trainer;
+SELECT fine_tune('marian', 'marian_theirs', 'SELECT de, en FROM ftpairs', max_steps => 3) AS jt \gset
+RESET ROLE;
+SELECT ok(wait_for_job(:jt, '1 min'), 'a role that may create models and read the pairs fine-tunes');
+SELECT throws_ok(format('SELECT retry_job_errors(%s)', :jt), '42809', NULL, 'a fine_tune() job has no rows to retry');
+
+SELECT * FROM finish();
+SELECT drop_model(name) FROM transformer_models WHERE name LIKE 'marian%' OR name LIKE 'nllb%' \g /dev/null
+DROP TABLE ftpairs, ftnllb;
+REASSIGN OWNED BY ft_reader, ft_trainer TO CURRENT_USER;
+DROP OWNED BY ft_reader, ft_trainer;
+DROP ROLE ft_reader, ft_trainer;
+DROP EXTENSION transformer CASCADE;
