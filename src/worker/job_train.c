@@ -237,56 +237,6 @@ read_pairs(Run *r, MemoryContext cxt)
 		elog(ERROR, "the pairs of job " INT64_FORMAT " are damaged", r->job);
 }
 
-static int
-by_length_desc(const void *a, const void *b)
-{
-	int			x = *(const int *) a,
-				y = *(const int *) b;
-
-	return (x < y) - (x > y);
-}
-
-/* The activations for the largest batch any order can make: the batch_size longest sources and targets. */
-static void
-alloc_state(Run *r, MemoryContext cxt)
-{
-	TfTrainLimits lim = {0};
-	int			n = r->s.npairs;
-	int			b = Min(r->s.batch_size, n);
-	int		   *len = palloc(sizeof(int) * n);
-	Size		bytes;
-	char	   *buf;
-
-	lim.sentences = b;
-	lim.longest = 1;
-	for (int pass = 0; pass < 2; pass++)
-	{
-		long		sum = 0;
-
-		for (int i = 0; i < n; i++)
-		{
-			len[i] = pass == 0 ? r->sn[i] : r->tn[i];
-			lim.longest = Max(lim.longest, len[i]);
-		}
-		qsort(len, n, sizeof(int), by_length_desc);
-		for (int i = 0; i < b; i++)
-			sum += len[i];
-		if (pass == 0)
-			lim.src_tokens = (int) sum;
-		else
-			lim.tgt_tokens = (int) sum;
-	}
-	pfree(len);
-	bytes = tf_train_state_size(&r->w.tm, &lim);
-	if (bytes >= MaxAllocHugeSize - 64)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a batch of %d pairs needs %zu bytes of activations", b, (size_t) bytes),
-				 errhint("Use a smaller batch_size.")));
-	buf = MemoryContextAllocExtended(cxt, bytes + 64, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	r->st = tf_train_state_init(&r->w.tm, &lim, (void *) TYPEALIGN(64, buf));
-}
-
 /* splitmix64, as tf_dropout_keep draws */
 static uint64
 mix64(uint64 *x)
@@ -316,6 +266,87 @@ epoch_order(Run *r, long e)
 			r->order[j] = tmp;
 		}
 	r->order_epoch = e;
+}
+
+static int
+by_length_desc(const void *a, const void *b)
+{
+	int			x = *(const int *) a,
+				y = *(const int *) b;
+
+	return (x < y) - (x > y);
+}
+
+/* The sum of the batch_size longest of len (n of them): a bound for any batch. */
+static long
+longest_sum(const int *len, int n, int b)
+{
+	int		   *sorted = palloc(sizeof(int) * n);
+	long		sum = 0;
+
+	memcpy(sorted, len, sizeof(int) * n);
+	qsort(sorted, n, sizeof(int), by_length_desc);
+	for (int i = 0; i < b; i++)
+		sum += sorted[i];
+	pfree(sorted);
+	return sum;
+}
+
+/*
+ * The activations for the largest batch of the run: its batches are known
+ * in advance (the orders are drawn from (seed, epoch)), so the state is
+ * sized for the largest of them; a run too long to look through is sized
+ * for the batch_size longest sources and targets.
+ */
+static void
+alloc_state(Run *r, MemoryContext cxt)
+{
+	TfTrainLimits lim = {0};
+	int			n = r->s.npairs;
+	int			b = Min(r->s.batch_size, n);
+	long		epochs = (r->s.steps + r->s.per_epoch - 1) / r->s.per_epoch;
+	Size		bytes;
+	char	   *buf;
+
+	lim.sentences = b;
+	lim.longest = 1;
+	for (int i = 0; i < n; i++)
+		lim.longest = Max(lim.longest, Max(r->sn[i], r->tn[i]));
+	if (!r->s.shuffle)
+		epochs = 1;				/* every epoch is the query's order */
+	if ((double) epochs * n > 5e7)
+	{
+		lim.src_tokens = (int) longest_sum(r->sn, n, b);
+		lim.tgt_tokens = (int) longest_sum(r->tn, n, b);
+	}
+	else
+		for (long e = 0; e < epochs; e++)
+		{
+			epoch_order(r, e);
+			for (int first = 0; first < n; first += r->s.batch_size)
+			{
+				int			ns = 0,
+							nt = 0;
+
+				for (int k = first; k < Min(n, first + r->s.batch_size); k++)
+				{
+					ns += r->sn[r->order[k]];
+					nt += r->tn[r->order[k]];
+				}
+				lim.src_tokens = Max(lim.src_tokens, ns);
+				lim.tgt_tokens = Max(lim.tgt_tokens, nt);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	r->order_epoch = -1;
+	bytes = tf_train_state_size(&r->w.tm, &lim);
+	if (bytes >= MaxAllocHugeSize - 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a batch of %d pairs needs %zu bytes of activations", b, (size_t) bytes),
+				 errhint("Use a smaller batch_size.")));
+	buf = MemoryContextAllocExtended(cxt, bytes + 64, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	r->st = tf_train_state_init(&r->w.tm, &lim, (void *) TYPEALIGN(64, buf));
 }
 
 /* ------------------------------------------------------------ saved states */

@@ -38,7 +38,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                                  'transformer_guard_drop', 'translate_column', 'embed_column', 'wait_for_job', 'pause_job', 'resume_job',
                                  'cancel_job', 'retry_job_errors', 'transformer_job_sync', 'model_languages',
                                  'set_model_segment_length', 'measure_segment_length', 'transformer_version',
-                                 'transformer_model_stats', 'transformer_stat_reset')
+                                 'transformer_model_stats', 'transformer_stat_reset', 'fine_tune')
              AND (provolatile <> 'i' OR proparallel <> 's')), NULL,
   'attention functions and aggregates are IMMUTABLE and PARALLEL SAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -49,7 +49,8 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
            WHERE proname IN ('import_tokenizer', 'load_tokenizer', 'drop_tokenizer', 'import_model', 'load_model',
                              'export_model', 'drop_model', 'quantize_model', 'set_model_languages',
-                             'set_model_segment_length', 'measure_segment_length', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job', 'cancel_job', 'retry_job_errors')
+                             'set_model_segment_length', 'measure_segment_length', 'translate_column', 'wait_for_job', 'pause_job', 'resume_job', 'cancel_job', 'retry_job_errors',
+                             'fine_tune')
              AND (provolatile <> 'v' OR proparallel <> 'u')), NULL,
   'functions writing tokenizers, models, files or jobs are VOLATILE and PARALLEL UNSAFE');
 SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
@@ -65,6 +66,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
                              'generate(text,text,integer,integer,boolean,double precision,integer,double precision,integer,integer,text,text)',
                              'translate_column(regclass,text,text,text,integer,boolean,integer,integer,text,text[],text,text,text)',
                              'embed_column(regclass,text,text,text,integer,boolean,integer)', 'wait_for_job(bigint,interval)',
+                             'fine_tune(text,text,text,integer,integer,integer,double precision,integer,double precision,double precision,boolean,integer,integer,text,text)',
                              'transformer_job_sync()')), NULL,
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');

@@ -19,16 +19,17 @@ DROP ROLE IF EXISTS ft_reader, ft_trainer;
 CREATE EXTENSION transformer;
 SELECT import_model('marian', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(47);
+SELECT plan(57);
 
 \ir include/jobs.psql
 
--- a float32 of little-endian bytes (normal numbers and zero: what trained weights are)
+-- a float32 of little-endian bytes (normal numbers and zero: what trained weights are); checked
+-- on values written by float4send() below
 CREATE FUNCTION pg_temp.f32(b bytea, i int) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN e = 0 THEN 0::float8 ELSE (1 - 2 * s) * (1 + m / 8388608.0::float8) * 2::float8 ^ (e - 127) END
   FROM (SELECT (x >> 31) & 1 AS s, (x >> 23) & 255 AS e, x & 8388607 AS m
-        FROM (SELECT get_byte(b, 4 * i)::bigint | get_byte(b, 4 * i + 1)::bigint << 8 |
-                     get_byte(b, 4 * i + 2)::bigint << 16 | get_byte(b, 4 * i + 3)::bigint << 24 AS x) a) c $$;
+        FROM (SELECT get_byte(b, 4 * i)::bigint + (get_byte(b, 4 * i + 1)::bigint << 8) +
+                     (get_byte(b, 4 * i + 2)::bigint << 16) + (get_byte(b, 4 * i + 3)::bigint << 24) AS x) a) c $$;
 -- the tensors of a safetensors file
 CREATE FUNCTION pg_temp.file_tensors(path text) RETURNS TABLE (name text, data bytea) LANGUAGE sql AS $$
   WITH f AS (SELECT pg_read_binary_file(path) AS b),
@@ -55,6 +56,10 @@ CREATE FUNCTION pg_temp.digest(m text) RETURNS text LANGUAGE sql AS $$
 CREATE FUNCTION pg_temp.fixture(name text) RETURNS SETOF text LANGUAGE sql AS $$
   SELECT l FROM regexp_split_to_table(pg_read_file(current_setting('ft.root') || '/test/fixtures/fine_tune/' || name || '.txt'), E'\n') l $$;
 SELECT set_config('ft.root', :'root', false) \g /dev/null
+SELECT is((SELECT array_agg(pg_temp.f32(substring(float4send(v) FROM 4 FOR 1) || substring(float4send(v) FROM 3 FOR 1) ||
+                                        substring(float4send(v) FROM 2 FOR 1) || substring(float4send(v) FROM 1 FOR 1), 0)::float4)
+           FROM unnest('{0, 1, -1, 0.1, -3.5e-7, 1.2e20, -0.0073}'::float4[]) v),
+  '{0, 1, -1, 0.1, -3.5e-7, 1.2e20, -0.0073}'::float4[], 'the test''s float32 decoding is right');
 -- wait until the job's step is at least want (or 20 s)
 CREATE FUNCTION pg_temp.wait_step(job bigint, want int) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE s int;
@@ -119,6 +124,21 @@ SELECT cmp_ok(pg_temp.max_diff('nllb_ft', :'root' || '/test/fixtures/fine_tune/n
 SELECT is((SELECT count(*)::int FROM transformer_job_steps WHERE job = :jn AND learning_rate = CASE WHEN step < 3 THEN 1e-3 * step / 3 ELSE 1e-3 END), 10,
   'NLLB: the rate of each step: 1e-3 after a linear warm-up of 3 steps');
 
+-- checkpoint averaging: 4 steps averaging the last 2 checkpoints (steps 2 and 4) is the mean of
+-- the runs that stop at 2 and at 4 (the same steps: a constant rate, the query's order, no dropout)
+SELECT fine_tune('marian', 'marian_s2', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 2, batch_size => 2,
+                 learning_rate => 1e-3, dropout => 0, shuffle => false) AS j2 \gset
+SELECT fine_tune('marian', 'marian_s4', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 4, batch_size => 2,
+                 learning_rate => 1e-3, dropout => 0, shuffle => false) AS j4 \gset
+SELECT fine_tune('marian', 'marian_avg', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 4, batch_size => 2,
+                 learning_rate => 1e-3, dropout => 0, shuffle => false, average_last => 2) AS javg \gset
+SELECT ok(wait_for_job(:j2, '1 min') AND wait_for_job(:j4, '1 min') AND wait_for_job(:javg, '1 min'), 'three runs of 2, 4 and 4 steps (the last averaging 2 checkpoints) finish');
+SELECT cmp_ok((SELECT max(abs(pg_temp.f32(a.data, i) - (pg_temp.f32(x.data, i) + pg_temp.f32(y.data, i)) / 2))
+               FROM pg_temp.model_tensors('marian_avg') a JOIN pg_temp.model_tensors('marian_s2') x USING (name)
+               JOIN pg_temp.model_tensors('marian_s4') y USING (name), generate_series(0, octet_length(a.data) / 4 - 1) i),
+  '<=', 1e-7::float8, 'average_last => 2 stores the mean of the weights at steps 2 and 4');
+SELECT isnt(pg_temp.digest('marian_s2'), pg_temp.digest('marian_s4'), '... which differ');
+
 -- 2. a run paused, resumed and its worker killed ends where an uninterrupted run ends, bit for bit
 -- (a new order every epoch, dropout, 3 checkpoints averaged: all of it must resume exactly)
 SELECT fine_tune('marian', 'marian_whole', 'SELECT de, en FROM ftpairs', max_steps => 3000, batch_size => 3,
@@ -176,6 +196,20 @@ SELECT throws_ok($$SELECT fine_tune('nope', 'x', 'SELECT de, en FROM ftpairs')$$
 SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en, n FROM ftpairs')$$, '42804', NULL, 'a query of three columns');
 SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT n, en FROM ftpairs')$$, '42804', NULL, 'a query whose source is not text');
 SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs WHERE false')$$, '22023', NULL, 'a query with no pairs');
+SELECT import_model('learned', :'root' || '/test/fixtures/models/prenorm_gelu') \g /dev/null
+SELECT import_model('bert', :'root' || '/test/fixtures/encoders/bert_tiny') \g /dev/null
+SELECT throws_ok($$SELECT fine_tune('learned', 'x', 'SELECT de, en FROM ftpairs')$$, '0A000', NULL, 'a model with learned positions is refused');
+SELECT throws_ok($$SELECT fine_tune('bert', 'x', 'SELECT de, en FROM ftpairs')$$, '42809', NULL, 'an encoder-only model is refused');
+-- untied output layer (paper_relu's lm_head), separate vocabularies (marian_sepvocab's two embed_tokens)
+SELECT import_model('untied', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
+SELECT import_model('sepvocab', :'root' || '/test/fixtures/checkpoints/marian_sepvocab') \g /dev/null
+SELECT fine_tune('untied', 'untied_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS ju \gset
+SELECT fine_tune('sepvocab', 'sepvocab_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS js \gset
+SELECT ok(wait_for_job(:ju, '1 min'), 'a model with an untied output layer trains');
+SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'untied_ft' AND name = 'lm_head.weight'), 1, '... and keeps it untied');
+SELECT ok(wait_for_job(:js, '1 min'), 'a model with separate vocabularies trains');
+SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'sepvocab_ft' AND name LIKE '%embed_tokens.weight'), 2,
+  '... with its two embedding tables');
 
 -- 5. privileges: the query runs as the caller; storing a model takes INSERT on the model tables
 CREATE ROLE ft_reader LOGIN;
@@ -198,7 +232,7 @@ SELECT ok(wait_for_job(:jt, '1 min'), 'a role that may create models and read th
 SELECT throws_ok(format('SELECT retry_job_errors(%s)', :jt), '42809', NULL, 'a fine_tune() job has no rows to retry');
 
 SELECT * FROM finish();
-SELECT drop_model(name) FROM transformer_models WHERE name LIKE 'marian%' OR name LIKE 'nllb%' \g /dev/null
+SELECT drop_model(name) FROM transformer_models \g /dev/null
 DROP TABLE ftpairs, ftnllb;
 REASSIGN OWNED BY ft_reader, ft_trainer TO CURRENT_USER;
 DROP OWNED BY ft_reader, ft_trainer;
