@@ -194,6 +194,12 @@ extern void ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name);
  */
 extern int	ReadModelTensors(const char *name, StoredTensor **out, bool lazy);
 
+/* ERROR (XX001) "model is damaged", with the detail given. */
+extern void ModelDamaged(const char *model, const char *detail) pg_attribute_noreturn();
+
+/* A stored tensor's number of values (its shape checked by TensorDefect). */
+extern Size TensorNumel(const StoredTensor *t);
+
 /* The core's dtype of a stored tensor (its dtype already checked by TensorDefect). */
 extern TfDType StoredDType(const StoredTensor *t);
 

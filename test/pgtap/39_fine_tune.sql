@@ -60,6 +60,20 @@ SELECT is((SELECT array_agg(pg_temp.f32(substring(float4send(v) FROM 4 FOR 1) ||
                                         substring(float4send(v) FROM 2 FOR 1) || substring(float4send(v) FROM 1 FOR 1), 0)::float4)
            FROM unnest('{0, 1, -1, 0.1, -3.5e-7, 1.2e20, -0.0073}'::float4[]) v),
   '{0, 1, -1, 0.1, -3.5e-7, 1.2e20, -0.0073}'::float4[], 'the test''s float32 decoding is right');
+-- how many of a job's pairs have the fixture's ids, in the query's order (read before the job commits)
+CREATE FUNCTION pg_temp.same_ids(job bigint, tbl text) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE c int;
+BEGIN
+  EXECUTE format('SELECT count(*)::int FROM transformer_job_pairs p JOIN (SELECT row_number() OVER (ORDER BY n) - 1 AS k, * FROM %I) f
+                  ON f.k = p.n AND array_to_string(p.source_ids, '','') = f.src_ids AND array_to_string(p.target_ids, '','') = f.tgt_ids
+                  WHERE p.job = $1', tbl) INTO c USING job;
+  RETURN c;
+END $$;
+-- how many of a job's steps have the fixture's loss within 1e-4 relative
+CREATE FUNCTION pg_temp.same_losses(job bigint, name text) RETURNS int LANGUAGE sql AS $$
+  SELECT count(*)::int FROM transformer_job_steps s JOIN
+    (SELECT split_part(l, ' ', 2)::int AS step, split_part(l, ' ', 4)::float8 AS loss FROM pg_temp.fixture(name) l WHERE l LIKE 'step %') r
+  USING (step) WHERE s.job = same_losses.job AND abs(s.loss - r.loss) <= 1e-4 * abs(r.loss) $$;
 -- wait until the job's step is at least want (or 20 s)
 CREATE FUNCTION pg_temp.wait_step(job bigint, want int) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE s int;
@@ -86,14 +100,10 @@ SELECT pg_temp.digest('marian') AS marian_before \gset
 BEGIN;
 SELECT fine_tune('marian', 'marian_ft', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 10, batch_size => 2,
                  learning_rate => 1e-3, dropout => 0, shuffle => false) AS jm \gset
-SELECT is((SELECT count(*)::int FROM transformer_job_pairs p JOIN (SELECT row_number() OVER (ORDER BY n) - 1 AS k, * FROM ftpairs) f
-           ON f.k = p.n AND array_to_string(p.source_ids, ',') = f.src_ids AND array_to_string(p.target_ids, ',') = f.tgt_ids
-           WHERE p.job = :jm), 8, 'Marian: the 8 pairs, in the query''s order, as Hugging Face''s MarianTokenizer makes them (source, and text_target)');
+SELECT is(pg_temp.same_ids(:jm, 'ftpairs'), 8, 'Marian: the 8 pairs, in the query''s order, as Hugging Face''s MarianTokenizer makes them (source, and text_target)');
 COMMIT;
 SELECT ok(wait_for_job(:jm, '2 min'), 'Marian: the fine_tune() job finishes');
-SELECT is((SELECT count(*)::int FROM transformer_job_steps s JOIN
-           (SELECT split_part(l, ' ', 2)::int AS step, split_part(l, ' ', 4)::float8 AS loss FROM pg_temp.fixture('marian') l WHERE l LIKE 'step %') r
-           USING (step) WHERE s.job = :jm AND abs(s.loss - r.loss) <= 1e-4 * abs(r.loss)), 10,
+SELECT is(pg_temp.same_losses(:jm, 'marian'), 10,
   'Marian: each of the 10 steps'' loss equals PyTorch''s within 1e-4 (label smoothing 0.1, padding ignored)');
 SELECT cmp_ok(pg_temp.max_diff('marian_ft', :'root' || '/test/fixtures/fine_tune/marian.safetensors'), '<=', 1e-4::float8,
   'Marian: after 10 steps every weight equals PyTorch''s within 1e-4 (Adam 0.9, 0.98, 1e-9)');
@@ -110,14 +120,10 @@ BEGIN;
 SELECT fine_tune('nllb', 'nllb_ft', 'SELECT de, en FROM ftnllb ORDER BY n', max_steps => 10, batch_size => 2,
                  learning_rate => 1e-3, warmup_steps => 3, dropout => 0, shuffle => false,
                  source_lang => 'deu_Latn', target_lang => 'eng_Latn') AS jn \gset
-SELECT is((SELECT count(*)::int FROM transformer_job_pairs p JOIN (SELECT row_number() OVER (ORDER BY n) - 1 AS k, * FROM ftnllb) f
-           ON f.k = p.n AND array_to_string(p.source_ids, ',') = f.src_ids AND array_to_string(p.target_ids, ',') = f.tgt_ids
-           WHERE p.job = :jn), 8, 'NLLB: the pairs'' ids as NllbTokenizer makes them (deu_Latn first; labels: eng_Latn first)');
+SELECT is(pg_temp.same_ids(:jn, 'ftnllb'), 8, 'NLLB: the pairs'' ids as NllbTokenizer makes them (deu_Latn first; labels: eng_Latn first)');
 COMMIT;
 SELECT ok(wait_for_job(:jn, '2 min'), 'NLLB: the job finishes');
-SELECT is((SELECT count(*)::int FROM transformer_job_steps s JOIN
-           (SELECT split_part(l, ' ', 2)::int AS step, split_part(l, ' ', 4)::float8 AS loss FROM pg_temp.fixture('nllb') l WHERE l LIKE 'step %') r
-           USING (step) WHERE s.job = :jn AND abs(s.loss - r.loss) <= 1e-4 * abs(r.loss)), 10,
+SELECT is(pg_temp.same_losses(:jn, 'nllb'), 10,
   'NLLB: each step''s loss equals PyTorch''s within 1e-4 (a warm-up of 3 steps)');
 SELECT cmp_ok(pg_temp.max_diff('nllb_ft', :'root' || '/test/fixtures/fine_tune/nllb.safetensors'), '<=', 1e-4::float8,
   'NLLB: after 10 steps every weight equals PyTorch''s within 1e-4 (pre-norm, final norms)');

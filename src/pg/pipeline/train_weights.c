@@ -34,16 +34,6 @@ find_tensor(const StoredTensor *t, int n, const char *name)
 	return NULL;
 }
 
-static Size
-numel_of(const StoredTensor *t)
-{
-	Size		n = 1;
-
-	for (int k = 0; k < t->ndim; k++)
-		n *= (Size) t->shape[k];
-	return n;
-}
-
 /* "X.weight_scale" of an int8 "X.weight": consumed with its matrix */
 static bool
 is_int8_scale(const StoredTensor *t, int n, const char *name)
@@ -66,21 +56,13 @@ not_trainable(const char *model, const char *detail)
 			 errdetail_internal("%s", detail)));
 }
 
-static void
-damaged(const char *model, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("model \"%s\" is damaged", model),
-			 errdetail_internal("%s", detail),
-			 errhint("Drop it and import it again.")));
-}
+#define damaged ModelDamaged
 
 /* t's values as fp32 into out (numel of them); an int8 matrix times its row scales */
 static void
 tensor_to_fp32(const char *model, const StoredTensor *t, const StoredTensor *all, int n, float *out)
 {
-	Size		numel = numel_of(t);
+	Size		numel = TensorNumel(t);
 
 	tf_to_float(numel, out, t->data, StoredDType(t));
 	if (strcmp(t->dtype, "I8") == 0)
@@ -89,7 +71,7 @@ tensor_to_fp32(const char *model, const StoredTensor *t, const StoredTensor *all
 		Size		rows = t->ndim == 2 ? (Size) t->shape[0] : 0;
 		float	   *scale;
 
-		if (s == NULL || rows == 0 || numel_of(s) != rows)
+		if (s == NULL || rows == 0 || TensorNumel(s) != rows)
 			damaged(model, psprintf("The int8 matrix \"%s\" has no scale per row.", t->name));
 		scale = palloc(sizeof(float) * rows);
 		tf_to_float(rows, scale, s->data, StoredDType(s));
@@ -199,7 +181,7 @@ LoadTrainWeights(const char *name, TrainWeights *w, MemoryContext cxt)
 	for (int i = 0; i < n; i++)
 	{
 		const StoredTensor *x = &t[i];
-		Size		numel = numel_of(x);
+		Size		numel = TensorNumel(x);
 		int			k;
 		bool		enc_pos = strcmp(x->name, "model.encoder.embed_positions.weight") == 0;
 
@@ -278,7 +260,7 @@ StoreTrainedModel(const char *model, const char *new_name, const TrainWeights *w
 		const StoredTensor *x = &src[i];
 		StoredTensor *o;
 		const float *data = NULL;
-		Size		numel = numel_of(x);
+		Size		numel = TensorNumel(x);
 
 		if (is_int8_scale(src, n, x->name))
 			continue;

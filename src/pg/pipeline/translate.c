@@ -86,6 +86,28 @@ ModelSpecials(const CachedModel *cm, const Tokenizer *tok)
  * EOS; the call's language tokens before (Marian's >>fra<<, NLLB's
  * deu_Latn, M2M100's __de__) or after (NLLB's legacy_behaviour).
  */
+/* The model ids of an encoding's tokens into ids; ERROR for one past the vocabulary (a damaged model). */
+static int
+token_ids(const CachedModel *cm, const char *model, const Tokenizer *tok, const SpmEncoding *enc, bool target,
+		  int *ids)
+{
+	int			vocab = target ? cm->model.cfg.vocab : cm->model.cfg.src_vocab;
+
+	for (int i = 0; i < enc->ntokens; i++)
+	{
+		ids[i] = TokenModelId(tok, &enc->tokens[i]);
+		if (ids[i] >= vocab)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("model \"%s\" is damaged", model),
+					 errdetail("Its %s tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
+							   target ? "target" : "source", target ? cm->target_tokenizer : cm->source_tokenizer,
+							   ids[i], vocab),
+					 errhint("Drop it and import it again.")));
+	}
+	return enc->ntokens;
+}
+
 /* SourceIds(); soft: NULL for a text with no tokens or too many (TrainingIds()) */
 static int *
 source_ids(CachedModel *cm, const char *model, text *input, const CallOptions *o, int *n, bool soft)
@@ -135,17 +157,7 @@ source_ids(CachedModel *cm, const char *model, text *input, const CallOptions *o
 	ids = palloc(sizeof(int) * (enc.ntokens + 1 + extra));
 	if (prefix >= 0)
 		ids[k++] = prefix;
-	for (int i = 0; i < enc.ntokens; i++, k++)
-	{
-		ids[k] = TokenModelId(tok, &enc.tokens[i]);
-		if (ids[k] >= c->src_vocab)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("model \"%s\" is damaged", model),
-					 errdetail("Its source tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
-							   cm->source_tokenizer, ids[k], c->src_vocab),
-					 errhint("Drop it and import it again.")));
-	}
+	k += token_ids(cm, model, tok, &enc, false, ids + k);
 	ids[k++] = c->eos_id;
 	if (suffix >= 0)
 		ids[k++] = suffix;
@@ -192,17 +204,7 @@ TrainingIds(CachedModel *cm, const char *model, text *input, const CallOptions *
 	ids = palloc(sizeof(int) * (enc.ntokens + 2));
 	if (forced_bos >= 0)
 		ids[k++] = forced_bos;
-	for (int i = 0; i < enc.ntokens; i++, k++)
-	{
-		ids[k] = TokenModelId(tok, &enc.tokens[i]);
-		if (ids[k] >= c->vocab)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("model \"%s\" is damaged", model),
-					 errdetail("Its target tokenizer \"%s\" gives the id %d, but the model's vocabulary has %d entries.",
-							   cm->target_tokenizer, ids[k], c->vocab),
-					 errhint("Drop it and import it again.")));
-	}
+	k += token_ids(cm, model, tok, &enc, true, ids + k);
 	ids[k++] = c->eos_id;
 	*n = k;
 	return ids;

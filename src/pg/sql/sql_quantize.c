@@ -43,16 +43,6 @@ tensor_floats(const StoredTensor *t, Size numel)
 	return f;
 }
 
-static Size
-numel_of(const StoredTensor *t)
-{
-	Size		n = 1;
-
-	for (int k = 0; k < t->ndim; k++)
-		n *= (Size) t->shape[k];
-	return n;
-}
-
 /* out := a copy of t, as dtype with the given bytes, allocated in cxt */
 static void
 new_tensor(StoredTensor *out, const StoredTensor *t, const char *name, const char *dtype,
@@ -107,7 +97,7 @@ quantize_model(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		StoredTensor *t = &src[i];
-		Size		numel = numel_of(t);
+		Size		numel = TensorNumel(t);
 		float	   *f;
 
 		CHECK_FOR_INTERRUPTS();

@@ -86,17 +86,26 @@ InitModelCache(void)
 							 NULL, NULL, NULL);
 }
 
-static void
-damaged(const char *model, const char *detail) pg_attribute_noreturn();
-
-static void
-damaged(const char *model, const char *detail)
+void
+ModelDamaged(const char *model, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("model \"%s\" is damaged", model),
 			 errdetail_internal("%s", detail),
 			 errhint("Drop it and import it again.")));
+}
+
+#define damaged ModelDamaged
+
+Size
+TensorNumel(const StoredTensor *t)
+{
+	Size		n = 1;
+
+	for (int k = 0; k < t->ndim; k++)
+		n *= (Size) t->shape[k];
+	return n;
 }
 
 /*
