@@ -259,7 +259,9 @@ jobs-preload:
 	$(PYTHON) test/jobs/run.py --only 4
 jobs-plural:
 	$(PYTHON) test/jobs/run.py --only 6
-.PHONY: jobs jobs-crash jobs-resume jobs-preload jobs-plural
+jobs-fine-tune:
+	$(PYTHON) test/jobs/run.py --only 8
+.PHONY: jobs jobs-crash jobs-resume jobs-preload jobs-plural jobs-fine-tune
 
 # An installed Citus: a coordinator and two workers (root; skipped when Citus is not installed)
 citus:

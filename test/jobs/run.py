@@ -26,11 +26,15 @@ German sentences of Multi30k train, five scenarios, each in its own database:
      afterwards done by every synced job;
   7. transformer.max_job_workers 2: one role's 7 jobs and another role's
      job: never more than 2 workers, the other role's job is not starved,
-     parallel query still gets workers, and idle jobs hold no worker.
+     parallel query still gets workers, and idle jobs hold no worker;
+  8. fine_tune() (transformer.checkpoint_interval 1 s): a run whose worker
+     is killed with kill -9 (a crash restart) and which then goes through a
+     clean restart ends with the weights of an uninterrupted run of the same
+     settings, bit for bit, having resumed from its saved states.
 
     test/jobs/run.py [--log FILE] [--only N[,N...]]
         root; python3-psycopg2; the installed extension.  --log: a copy of
-        the whole server log; --only: run these scenarios (1-5) alone
+        the whole server log; --only: run these scenarios (1-8) alone
 
 One line per scenario with its figures; a failed check prints what it saw
 and the tail of the server log, and the other scenarios still run.  The
@@ -1056,6 +1060,99 @@ def scenario_fair():
 
 
 # ------------------------------------------------------------------ main
+
+# ------------------------------------------------------------------ 8. fine_tune() across a crash and a restart
+FT_ARGS = ("'SELECT de, en FROM t8 ORDER BY n', max_steps => 80, batch_size => 8, learning_rate => 1e-4, "
+           "warmup_steps => 10, dropout => 0.1, seed => 3, average_last => 2")
+
+
+def ft_digest(c, model):
+    return one(c, "SELECT md5(string_agg(name || md5(data), ',' ORDER BY name, part)) FROM transformer_tensors "
+                  "WHERE model = %s", model)
+
+
+def ft_step(c, job):
+    return one(c, "SELECT coalesce(step, 0) FROM transformer_jobs WHERE id = %s", job)
+
+
+def scenario_fine_tune():
+    c = new_db("s8")
+    one(c, "SELECT transformer_version()")     # the library, whose setting ALTER SYSTEM checks
+    one(c, "ALTER SYSTEM SET transformer.checkpoint_interval = 1")
+    one(c, "SELECT pg_reload_conf()")
+    one(c, "CREATE TABLE t8 (n int PRIMARY KEY, de text, en text)")
+    # a pair is a German line and the next one: what is learned does not matter, that it resumes exactly does
+    for i in range(120):
+        one(c, "INSERT INTO t8 VALUES (%s, %s, %s)", i, LINES[2000 + i], LINES[2001 + i])
+    whole = one(c, "SELECT fine_tune(%s, 'ft_whole', " + FT_ARGS + ")", MODEL)
+    close(c)
+    poll_ft(whole, 120, "fine_tune (uninterrupted)")
+    c = connect("s8")
+    want = ft_digest(c, "ft_whole")
+    job = one(c, "SELECT fine_tune(%s, 'ft_resumed', " + FT_ARGS + ")", MODEL)
+    close(c)
+    c = connect("s8")
+    t0 = time.time()
+    while time.time() - t0 < 60 and (ft_step(c, job) < 20 or
+                                     one(c, "SELECT count(*) FROM transformer_job_checkpoints WHERE job = %s", job) == 0):
+        time.sleep(0.05)
+    killed_at = ft_step(c, job)
+    workers = job_workers(c, job)
+    if not workers:
+        raise Failure("fine_tune: job %s at step %s has no worker" % (job, killed_at))
+    before = C.crash_restarts()
+    os.kill(workers[0][0], signal.SIGKILL)
+    close(c)
+    deadline = time.time() + 30
+    while time.time() < deadline and C.crash_restarts() == before:
+        time.sleep(0.05)
+    if C.crash_restarts() == before:
+        raise Failure("fine_tune: kill -9 of worker %s: no crash restart" % workers[0][0])
+    c = connect_retry("s8")
+    t0 = time.time()
+    while time.time() - t0 < 60 and ft_step(c, job) < killed_at + 20:
+        time.sleep(0.05)
+    restarted_at = ft_step(c, job)
+    close(c)
+    C.restart()
+    c = connect_retry("s8")
+    one(c, "SELECT translate('Ein Hund.', %s)", MODEL)     # the first use resumes the jobs
+    close(c)
+    poll_ft(job, 120, "fine_tune (killed, then restarted)")
+    c = connect("s8")
+    got = ft_digest(c, "ft_resumed")
+    resumes = C.log_text().count("transformer job %s resumes fine-tuning" % job)
+    one(c, "SELECT transformer_version()")
+    one(c, "ALTER SYSTEM RESET transformer.checkpoint_interval")
+    one(c, "SELECT pg_reload_conf()")
+    close(c)
+    if got != want:
+        raise Failure("fine_tune: the run killed at step %s and restarted at step %s ends with other weights than "
+                      "the uninterrupted run (%s, %s)" % (killed_at, restarted_at, got, want))
+    if resumes < 2:
+        raise Failure("fine_tune: the server log shows %d resumes from a saved state, not 2" % resumes)
+    log("jobs: fine_tune: kill -9 of the worker at step %d, a clean restart at step %d; resumed from its saved state "
+        "%d times; the 80 steps' weights equal the uninterrupted run's bit for bit" % (killed_at, restarted_at, resumes))
+
+
+def poll_ft(job, timeout, what):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            c = connect("s8")
+            state, err = q(c, "SELECT state, last_error FROM transformer_jobs WHERE id = %s", job)[0]
+            close(c)
+        except psycopg2.Error:
+            time.sleep(0.5)
+            continue
+        if state == "done":
+            return
+        if state in ("failed", "cancelled"):
+            raise Failure("%s: job %s %s: %s" % (what, job, state, err))
+        time.sleep(0.2)
+    raise Failure("%s: job %s not done within %d s" % (what, job, timeout))
+
+
 def watchdog():
     time.sleep(WATCHDOG_SECONDS)
     log("jobs: FAILED: still running after %d s; stopping" % WATCHDOG_SECONDS)
@@ -1071,11 +1168,11 @@ def main():
     while args:
         if args[0] == "--log" and len(args) > 1:
             SAVE_LOG = os.path.abspath(args[1])
-        elif args[0] == "--only" and len(args) > 1 and re.fullmatch(r"[1-7](,[1-7])*", args[1]):
+        elif args[0] == "--only" and len(args) > 1 and re.fullmatch(r"[1-8](,[1-8])*", args[1]):
             only = set(int(n) for n in args[1].split(","))
         else:
             sys.exit("usage: test/jobs/run.py [--log FILE] [--only N[,N...]]\n"
-                     "  --log FILE  a copy of the whole server log;  --only  the scenarios 1-7 to run")
+                     "  --log FILE  a copy of the whole server log;  --only  the scenarios 1-8 to run")
         args = args[2:]
     if os.geteuid() != 0:
         sys.exit("jobs: run as root (the cluster runs as postgres, and the test kills its processes)")
@@ -1148,7 +1245,7 @@ def main():
 
 
 SCENARIOS = [scenario_kill_loop, scenario_crash_no_use, scenario_clean_restart, scenario_preload, scenario_no_slot,
-             scenario_plural, scenario_fair]
+             scenario_plural, scenario_fair, scenario_fine_tune]
 
 
 if __name__ == "__main__":
