@@ -131,7 +131,7 @@ named(TfTrainNamed *out, int k, float *data, size_t numel, const char *name)
 static int
 named_in(TfTrainNamed *out, int k, float *data, size_t numel, const char *stack, int l, const char *part)
 {
-	char		name[96];
+	char		name[sizeof(((TfTrainNamed *) 0)->name)];
 
 	snprintf(name, sizeof(name), "model.%s.layers.%d.%s", stack, l, part);
 	return named(out, k, data, numel, name);
@@ -140,7 +140,7 @@ named_in(TfTrainNamed *out, int k, float *data, size_t numel, const char *stack,
 static int
 named_attn(TfTrainNamed *out, int k, const TfTrainAttn *a, int d, const char *stack, int l, const char *attn)
 {
-	char		part[64];
+	char		part[48];
 	static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
 	float	   *w[4] = {a->q_w, a->k_w, a->v_w, a->o_w};
 	float	   *b[4] = {a->q_b, a->k_b, a->v_b, a->o_b};

@@ -129,7 +129,7 @@ void		tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTr
  */
 typedef struct TfTrainNamed
 {
-	char		name[96];
+	char		name[128];
 	float	   *data;			/* into the p given */
 	size_t		numel;
 } TfTrainNamed;
