@@ -19,7 +19,7 @@ DROP ROLE IF EXISTS ft_reader, ft_trainer;
 CREATE EXTENSION transformer;
 SELECT import_model('marian', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(57);
+SELECT plan(59);
 
 \ir include/jobs.psql
 
@@ -94,6 +94,7 @@ CREATE TABLE ftnllb AS
 SELECT ord AS n, split_part(substr(l, 6), E'\t', 1) AS de, split_part(l, E'\t', 2) AS en,
        split_part(l, E'\t', 3) AS src_ids, split_part(l, E'\t', 4) AS tgt_ids
 FROM pg_temp.fixture('nllb') WITH ORDINALITY AS x(l, ord) WHERE l LIKE 'pair %';
+SELECT set_model_segment_length('marian', 12) \g /dev/null
 SELECT pg_temp.digest('marian') AS marian_before \gset
 
 -- 1. parity with PyTorch: the pairs' ids (read before the job commits), each step's loss, the weights
@@ -111,6 +112,9 @@ SELECT is(pg_temp.digest('marian'), :'marian_before', 'the source model is untou
 SELECT is((SELECT convert_from(substring(safetensors_header FROM 9), 'UTF8')::jsonb->'__metadata__'->>'fine_tuned_from'
            FROM transformer_models WHERE name = 'marian_ft'), 'marian', 'the new model''s metadata names the model it came from');
 SELECT isnt(translate('Ein Mann fährt mit dem Fahrrad.', 'marian_ft'), NULL, 'the new model translates');
+SELECT is((SELECT segment_tokens FROM transformer_models WHERE name = 'marian_ft'), 12, 'the new model keeps the source''s measured segment length');
+SELECT quantize_model('marian', 'marian_int8') \g /dev/null
+SELECT is((SELECT segment_tokens FROM transformer_models WHERE name = 'marian_int8'), 12, '... as quantize_model()''s copy does');
 SELECT is((SELECT count(*)::int FROM transformer_job_pairs WHERE job = :jm) + (SELECT count(*)::int FROM transformer_job_checkpoints WHERE job = :jm),
   0, 'a finished job keeps neither its pairs nor its saved state');
 SELECT results_eq(format('SELECT kind, state, activity, step, steps_total, new_model, loss IS NOT NULL FROM transformer_jobs WHERE id = %s', :jm),

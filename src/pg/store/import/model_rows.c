@@ -96,13 +96,15 @@ ReadModelImport(const char *name, MemoryContext cxt, ModelImport *mi)
 	memset(mi, 0, sizeof(*mi));
 	SPI_execute_with_args(psprintf("SELECT m.config_json, m.vocab_json, m.generation_config_json, "
 								   "s.model, t.model, m.source_lang, m.target_lang, "
-								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s, %s "
+								   "CASE WHEN t.vocab_json IS DISTINCT FROM s.vocab_json THEN t.vocab_json END, %s, %s, %s "
 								   "FROM %s m JOIN %s s ON s.name = m.source_tokenizer "
 								   "JOIN %s t ON t.name = m.target_tokenizer WHERE m.name = $1",
 								   ExtensionTableHasColumn("transformer_models", "languages") ?
 								   "m.languages" : "NULL::jsonb",
 								   ExtensionTableHasColumn("transformer_models", "embedding") ?
 								   "m.embedding" : "NULL::jsonb",
+								   ExtensionTableHasColumn("transformer_models", "segment_tokens") ?
+								   "m.segment_tokens" : "NULL::integer",
 								   ExtensionTableName("transformer_models"),
 								   ExtensionTableName("transformer_tokenizers"),
 								   ExtensionTableName("transformer_tokenizers")),
@@ -135,6 +137,13 @@ ReadModelImport(const char *name, MemoryContext cxt, ModelImport *mi)
 			else
 				mi->embedding = j;
 		}
+	}
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 11, &isnull);
+
+		/* the measured segment length goes with the copy (measure_segment_length() measures it again) */
+		mi->segment_tokens = isnull ? 0 : DatumGetInt32(d);
 	}
 	if (mi->config == NULL || mi->vocab == NULL || mi->src_spm == NULL || mi->tgt_spm == NULL)
 		ereport(ERROR,
