@@ -129,7 +129,7 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 
 # Bundled models, installed for import_model(name): every file of the
 # directory but the training log and notes
-BUNDLED_MODELS = multi30k_de_en multi30k_sentence_de_en
+BUNDLED_MODELS = multi30k_de_en multi30k_de_en_v2 multi30k_sentence_de_en
 install: install-models
 install-models:
 	for m in $(BUNDLED_MODELS); do \

@@ -19,7 +19,7 @@ DROP ROLE IF EXISTS ft_reader, ft_trainer;
 CREATE EXTENSION transformer;
 SELECT import_model('marian', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(59);
+SELECT plan(62);
 
 \ir include/jobs.psql
 
@@ -240,6 +240,11 @@ SELECT fine_tune('marian', 'marian_theirs', 'SELECT de, en FROM ftpairs', max_st
 RESET ROLE;
 SELECT ok(wait_for_job(:jt, '1 min'), 'a role that may create models and read the pairs fine-tunes');
 SELECT throws_ok(format('SELECT retry_job_errors(%s)', :jt), '42809', NULL, 'a fine_tune() job has no rows to retry');
+
+-- the bundled model's next version: fine_tune()'s run on Multi30k, installed beside it
+SELECT cmp_ok(import_model('multi30k_de_en_v2'), '>', 7000000::bigint, 'multi30k_de_en_v2 is bundled');
+SELECT is(translate('Zwei Hunde spielen im Schnee.', 'multi30k_de_en_v2'), 'Two dogs are playing in the snow.', '... and translates');
+SELECT is((SELECT segment_tokens FROM transformer_models WHERE name = 'multi30k_de_en_v2'), 25, '... with the segment length of multi30k_de_en');
 
 SELECT * FROM finish();
 SELECT drop_model(name) FROM transformer_models \g /dev/null

@@ -133,7 +133,7 @@ import_bundled_model(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("no bundled model \"%s\"", name),
 				 errdetail("There is no directory \"%s\".", dir),
-				 errhint("The extension bundles multi30k_de_en (translation) and multi30k_sentence_de_en (sentence embeddings); import other models with import_model(name, dir).")));
+				 errhint("The extension bundles multi30k_de_en and multi30k_de_en_v2 (translation) and multi30k_sentence_de_en (sentence embeddings); import other models with import_model(name, dir).")));
 
 	PG_RETURN_INT64(ImportDirectory(name, dir));
 }
