@@ -97,6 +97,7 @@ typedef struct Run
 	int		   *order;			/* (npairs) this epoch's order */
 	long		order_epoch;	/* the epoch of order; -1: none yet */
 	TfTrainState *st;
+	TfTrainLimits lim;			/* what st holds: every batch is checked against it */
 	/* the last step, to record */
 	double		loss;
 	int			tokens;
@@ -347,6 +348,7 @@ alloc_state(Run *r, MemoryContext cxt)
 				 errhint("Use a smaller batch_size.")));
 	buf = MemoryContextAllocExtended(cxt, bytes + 64, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	r->st = tf_train_state_init(&r->w.tm, &lim, (void *) TYPEALIGN(64, buf));
+	r->lim = lim;
 }
 
 /* ------------------------------------------------------------ saved states */
@@ -538,6 +540,21 @@ train_step(Run *r)
 		tgt[b] = r->tgt[p];
 		t[b] = r->tn[p];
 		r->tokens += n[b] + t[b];
+	}
+	/* the state was sized for the run's batches; one that does not fit would write past it */
+	{
+		int			ns = 0,
+					nt = 0,
+					longest = 0;
+
+		for (int b = 0; b < nb; b++)
+		{
+			ns += n[b];
+			nt += t[b];
+			longest = Max(longest, Max(n[b], t[b]));
+		}
+		if (nb > r->lim.sentences || ns > r->lim.src_tokens || nt > r->lim.tgt_tokens || longest > r->lim.longest)
+			elog(ERROR, "batch of step %ld of job " INT64_FORMAT " exceeds the activations it was sized for", s, r->job);
 	}
 	r->w.tm.drop.step = s;
 	loss = tf_train_batch(&r->w.tm, r->st, nb, src, n, tgt, t, (float) r->s.smoothing);
