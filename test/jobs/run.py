@@ -1062,7 +1062,7 @@ def scenario_fair():
 # ------------------------------------------------------------------ main
 
 # ------------------------------------------------------------------ 8. fine_tune() across a crash and a restart
-FT_ARGS = ("'SELECT de, en FROM t8 ORDER BY n', max_steps => 80, batch_size => 8, learning_rate => 1e-4, "
+FT_ARGS = ("'SELECT de, en FROM t8 ORDER BY n', max_steps => 40, batch_size => 8, learning_rate => 1e-4, "
            "warmup_steps => 10, dropout => 0.1, seed => 3, average_last => 2")
 
 
@@ -1093,7 +1093,7 @@ def scenario_fine_tune():
     close(c)
     c = connect("s8")
     t0 = time.time()
-    while time.time() - t0 < 60 and (ft_step(c, job) < 20 or
+    while time.time() - t0 < 60 and (ft_step(c, job) < 10 or
                                      one(c, "SELECT count(*) FROM transformer_job_checkpoints WHERE job = %s", job) == 0):
         time.sleep(0.05)
     killed_at = ft_step(c, job)
@@ -1110,7 +1110,7 @@ def scenario_fine_tune():
         raise Failure("fine_tune: kill -9 of worker %s: no crash restart" % workers[0][0])
     c = connect_retry("s8")
     t0 = time.time()
-    while time.time() - t0 < 60 and ft_step(c, job) < killed_at + 20:
+    while time.time() - t0 < 60 and ft_step(c, job) < killed_at + 10:
         time.sleep(0.05)
     restarted_at = ft_step(c, job)
     close(c)
@@ -1132,7 +1132,7 @@ def scenario_fine_tune():
     if resumes < 2:
         raise Failure("fine_tune: the server log shows %d resumes from a saved state, not 2" % resumes)
     log("jobs: fine_tune: kill -9 of the worker at step %d, a clean restart at step %d; resumed from its saved state "
-        "%d times; the 80 steps' weights equal the uninterrupted run's bit for bit" % (killed_at, restarted_at, resumes))
+        "%d times; the 40 steps' weights equal the uninterrupted run's bit for bit" % (killed_at, restarted_at, resumes))
 
 
 def poll_ft(job, timeout, what):

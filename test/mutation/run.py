@@ -251,6 +251,11 @@ class Suite:
 
     def prepare(self):
         env = self.server.env
+        # a mutant that crashed a backend leaves the server in crash recovery for a moment
+        for _ in range(120):
+            if run(["pg_isready", "-q", "-d", "postgres"], env=env, check=False).returncode == 0:
+                break
+            time.sleep(0.25)
         run(["dropdb", "--force", "--if-exists", "mutation_tap"], env=env)
         run(["createdb", "-E", "UTF8", "-T", "template0", "mutation_tap"], env=env)
         run(["psql", "-X", "-q", "-d", "mutation_tap", "-c", "CREATE EXTENSION pgtap"], env=env)

@@ -1,9 +1,10 @@
 -- fine_tune() (issue 41): a background job that trains a copy of a model on a query's pairs.
--- Against PyTorch (tools/gen_fine_tune_fixtures.py: the ports of Hugging Face's tokenizers, 10
--- steps of torch.optim.Adam on nn.CrossEntropyLoss in float64): the pairs' ids, every step's
--- loss and every weight after 10 steps, for a Marian and an NLLB fixture model.  Then a run
--- paused, resumed and its worker killed ends with the weights of an uninterrupted run, bit for
--- bit; cancel; a loss that is not finite; the errors; the privileges.
+-- The cheap checks first, so that a mutant they catch is caught at once: the errors, the
+-- privileges, cancel, a loss that is not finite.  Then against PyTorch
+-- (tools/gen_fine_tune_fixtures.py: the ports of Hugging Face's tokenizers, 10 steps of
+-- torch.optim.Adam on nn.CrossEntropyLoss in float64): the pairs' ids, every step's loss and
+-- every weight after 10 steps, for a Marian and an NLLB fixture model; checkpoint averaging; and
+-- a run paused, resumed and its worker killed ends with the weights of an uninterrupted run.
 -- It commits (workers see only committed rows), and drops what an earlier run left first.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -19,7 +20,7 @@ DROP ROLE IF EXISTS ft_reader, ft_trainer;
 CREATE EXTENSION transformer;
 SELECT import_model('marian', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
 SELECT import_model('nllb', :'root' || '/test/fixtures/checkpoints/nllb_tiny') \g /dev/null
-SELECT plan(62);
+SELECT plan(63);
 
 \ir include/jobs.psql
 
@@ -104,7 +105,74 @@ FROM pg_temp.fixture('nllb') WITH ORDINALITY AS x(l, ord) WHERE l LIKE 'pair %';
 SELECT set_model_segment_length('marian', 12) \g /dev/null
 SELECT pg_temp.digest('marian') AS marian_before \gset
 
--- 1. parity with PyTorch: the pairs' ids (read before the job commits), each step's loss, the weights
+-- 1. bad arguments, each with its SQLSTATE
+SELECT throws_ok($$SELECT fine_tune(NULL, 'x', 'SELECT de, en FROM ftpairs')$$, '22004', NULL, 'a NULL model');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', batch_size => 0)$$, '22023', NULL, 'batch_size 0');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 0)$$, '22023', NULL, 'a learning rate of 0');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 'NaN')$$, '22023', NULL, 'a learning rate of NaN');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', label_smoothing => 1)$$, '22023', NULL, 'label smoothing 1');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', average_last => 2)$$, '22023', NULL,
+  'averaging 2 checkpoints of a run of one epoch');
+SELECT throws_ok($$SELECT fine_tune('marian', 'marian', 'SELECT de, en FROM ftpairs')$$, '22023', NULL, 'the source model''s own name');
+SELECT throws_ok($$SELECT fine_tune('marian', 'nllb', 'SELECT de, en FROM ftpairs')$$, '42710', NULL, 'the name of a model that exists');
+SELECT throws_ok($$SELECT fine_tune('nope', 'x', 'SELECT de, en FROM ftpairs')$$, '42704', NULL, 'a model that does not exist');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en, n FROM ftpairs')$$, '42804', NULL, 'a query of three columns');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT n, en FROM ftpairs')$$, '42804', NULL, 'a query whose source is not text');
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs WHERE false')$$, '22023', NULL, 'a query with no pairs');
+SELECT import_model('learned', :'root' || '/test/fixtures/models/prenorm_gelu') \g /dev/null
+SELECT import_model('bert', :'root' || '/test/fixtures/encoders/bert_tiny') \g /dev/null
+SELECT throws_ok($$SELECT fine_tune('learned', 'x', 'SELECT de, en FROM ftpairs')$$, '0A000', NULL, 'a model with learned positions is refused');
+SELECT throws_ok($$SELECT fine_tune('bert', 'x', 'SELECT de, en FROM ftpairs')$$, '42809', NULL, 'an encoder-only model is refused');
+-- untied output layer (paper_relu's lm_head), separate vocabularies (marian_sepvocab's two embed_tokens)
+SELECT import_model('untied', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
+SELECT import_model('sepvocab', :'root' || '/test/fixtures/checkpoints/marian_sepvocab') \g /dev/null
+SELECT fine_tune('untied', 'untied_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS ju \gset
+SELECT fine_tune('sepvocab', 'sepvocab_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS js \gset
+SELECT ok(pg_temp.done(:ju, '1 min'), 'a model with an untied output layer trains');
+SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'untied_ft' AND name = 'lm_head.weight'), 1, '... and keeps it untied');
+SELECT ok(pg_temp.done(:js, '1 min'), 'a model with separate vocabularies trains');
+SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'sepvocab_ft' AND name LIKE '%embed_tokens.weight'), 2,
+  '... with its two embedding tables');
+
+-- 2. privileges: the query runs as the caller; storing a model takes INSERT on the model tables
+CREATE ROLE ft_reader LOGIN;
+CREATE ROLE ft_trainer LOGIN;
+GRANT SELECT, INSERT, UPDATE, DELETE ON transformer_models, transformer_tensors, transformer_tokenizers TO ft_trainer;
+GRANT SELECT ON ftpairs TO ft_reader;
+SET ROLE ft_reader;
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', 'permission denied to create models',
+  'a role that may not create models cannot fine-tune');
+SET ROLE ft_trainer;
+SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', NULL,
+  'the pairs query runs with the caller''s rights (no SELECT on the table)');
+RESET ROLE;
+GRANT SELECT ON ftpairs TO ft_trainer;
+SET ROLE ft_trainer;
+SELECT fine_tune('marian', 'marian_theirs', 'SELECT de, en FROM ftpairs', max_steps => 3) AS jt \gset
+RESET ROLE;
+SELECT ok(pg_temp.done(:jt, '1 min'), 'a role that may create models and read the pairs fine-tunes');
+SELECT throws_ok(format('SELECT retry_job_errors(%s)', :jt), '42809', NULL, 'a fine_tune() job has no rows to retry');
+
+-- 3. cancel, and a loss that is not finite
+SELECT fine_tune('marian', 'marian_never', 'SELECT de, en FROM ftpairs', max_steps => 1000000) AS jc \gset
+SELECT cmp_ok(pg_temp.wait_step(:jc, 5), '>=', 5, 'a long run is under way');
+SELECT cancel_job(:jc);
+SELECT is(pg_temp.wait_state(:jc, 'cancelled'), 'cancelled', 'cancelled');
+SELECT pg_sleep(0.5);
+SELECT is((SELECT count(*)::int FROM transformer_job_pairs WHERE job = :jc) + (SELECT count(*)::int FROM transformer_job_checkpoints WHERE job = :jc)
+          + (SELECT count(*)::int FROM transformer_models WHERE name = 'marian_never'), 0,
+  'a cancelled run leaves no pairs, no saved state and no model');
+-- a feed-forward matrix of +-FLT_MAX: finite weights, whose products overflow
+SELECT import_model('marian_bad', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
+UPDATE transformer_tensors SET data = substring(decode(repeat('ffff7f7fffff7fff', octet_length(data) / 8 + 1), 'hex') FOR octet_length(data))
+WHERE model = 'marian_bad' AND name = 'model.encoder.layers.0.fc1.weight';
+SELECT fine_tune('marian_bad', 'marian_bad_ft', 'SELECT de, en FROM ftpairs', max_steps => 5) AS jnan \gset
+SELECT is(pg_temp.wait_state(:jnan, 'failed'), 'failed', 'a loss that is not finite fails the job');
+SELECT imatches((SELECT last_error FROM transformer_jobs WHERE id = :jnan), '^the loss of step 1 is (inf|nan);',
+  '... naming the step and the loss');
+SELECT throws_ok(format('SELECT wait_for_job(%s)', :jnan), '55000', NULL, 'wait_for_job() says the job failed');
+
+-- 4. parity with PyTorch: the pairs' ids (read before the job commits), each step's loss, the weights
 BEGIN;
 SELECT fine_tune('marian', 'marian_ft', 'SELECT de, en FROM ftpairs ORDER BY n', max_steps => 10, batch_size => 2,
                  learning_rate => 1e-3, dropout => 0, shuffle => false) AS jm \gset
@@ -156,14 +224,14 @@ SELECT cmp_ok((SELECT max(abs(pg_temp.f32(a.data, i) - (pg_temp.f32(x.data, i) +
   '<=', 1e-7::float8, 'average_last => 2 stores the mean of the weights at steps 2 and 4');
 SELECT isnt(pg_temp.digest('marian_s2'), pg_temp.digest('marian_s4'), '... which differ');
 
--- 2. a run paused, resumed and its worker killed ends where an uninterrupted run ends, bit for bit
+-- 5. a run paused, resumed and its worker killed ends where an uninterrupted run ends, bit for bit
 -- (a new order every epoch, dropout, 3 checkpoints averaged: all of it must resume exactly)
-SELECT fine_tune('marian', 'marian_whole', 'SELECT de, en FROM ftpairs', max_steps => 3000, batch_size => 3,
+SELECT fine_tune('marian', 'marian_whole', 'SELECT de, en FROM ftpairs', max_steps => 1500, batch_size => 3,
                  learning_rate => 3e-4, warmup_steps => 50, dropout => 0.1, seed => 7, average_last => 3) AS jw \gset
-SELECT ok(pg_temp.done(:jw, '2 min'), 'an uninterrupted run of 3000 steps finishes');
-SELECT fine_tune('marian', 'marian_resumed', 'SELECT de, en FROM ftpairs', max_steps => 3000, batch_size => 3,
+SELECT ok(pg_temp.done(:jw, '2 min'), 'an uninterrupted run of 1500 steps finishes');
+SELECT fine_tune('marian', 'marian_resumed', 'SELECT de, en FROM ftpairs', max_steps => 1500, batch_size => 3,
                  learning_rate => 3e-4, warmup_steps => 50, dropout => 0.1, seed => 7, average_last => 3) AS jr \gset
-SELECT cmp_ok(pg_temp.wait_step(:jr, 200), '>=', 200, 'the same run, started again');
+SELECT cmp_ok(pg_temp.wait_step(:jr, 100), '>=', 100, 'the same run, started again');
 SELECT pause_job(:jr);
 SELECT is(pg_temp.wait_state(:jr, 'paused'), 'paused', 'paused');
 SELECT pg_sleep(0.5);
@@ -172,7 +240,7 @@ SELECT (SELECT step FROM transformer_jobs WHERE id = :jr) AS paused_at \gset
 SELECT pg_sleep(0.3);
 SELECT is((SELECT step FROM transformer_jobs WHERE id = :jr), :paused_at, 'a paused run takes no step');
 SELECT resume_job(:jr);
-SELECT cmp_ok(pg_temp.wait_step(:jr, :paused_at + 300), '>=', :paused_at + 300, 'resumed, it goes on');
+SELECT cmp_ok(pg_temp.wait_step(:jr, :paused_at + 200), '>=', :paused_at + 200, 'resumed, it goes on');
 SELECT ok((SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = format('transformer job %s worker 1', :jr)),
   'its worker is killed');
 SELECT ok(pg_temp.done(:jr, '2 min'), 'the supervisor starts it again, and it finishes');
@@ -180,73 +248,11 @@ SELECT is(pg_temp.digest('marian_resumed'), pg_temp.digest('marian_whole'),
   'the weights equal the uninterrupted run''s bit for bit (order, dropout masks, Adam, the average)');
 SELECT isnt(pg_temp.digest('marian_resumed'), pg_temp.digest('marian'), '... and the run changed them');
 
--- 3. cancel, and a loss that is not finite
-SELECT fine_tune('marian', 'marian_never', 'SELECT de, en FROM ftpairs', max_steps => 1000000) AS jc \gset
-SELECT cmp_ok(pg_temp.wait_step(:jc, 5), '>=', 5, 'a long run is under way');
-SELECT cancel_job(:jc);
-SELECT is(pg_temp.wait_state(:jc, 'cancelled'), 'cancelled', 'cancelled');
-SELECT pg_sleep(0.5);
-SELECT is((SELECT count(*)::int FROM transformer_job_pairs WHERE job = :jc) + (SELECT count(*)::int FROM transformer_job_checkpoints WHERE job = :jc)
-          + (SELECT count(*)::int FROM transformer_models WHERE name = 'marian_never'), 0,
-  'a cancelled run leaves no pairs, no saved state and no model');
--- a feed-forward matrix of +-FLT_MAX: finite weights, whose products overflow
-SELECT import_model('marian_bad', :'root' || '/test/fixtures/models/marian_swish') \g /dev/null
-UPDATE transformer_tensors SET data = substring(decode(repeat('ffff7f7fffff7fff', octet_length(data) / 8 + 1), 'hex') FOR octet_length(data))
-WHERE model = 'marian_bad' AND name = 'model.encoder.layers.0.fc1.weight';
-SELECT fine_tune('marian_bad', 'marian_bad_ft', 'SELECT de, en FROM ftpairs', max_steps => 5) AS jnan \gset
-SELECT is(pg_temp.wait_state(:jnan, 'failed'), 'failed', 'a loss that is not finite fails the job');
-SELECT imatches((SELECT last_error FROM transformer_jobs WHERE id = :jnan), '^the loss of step 1 is (inf|nan);',
-  '... naming the step and the loss');
-SELECT throws_ok(format('SELECT wait_for_job(%s)', :jnan), '55000', NULL, 'wait_for_job() says the job failed');
-
--- 4. bad arguments, each with its SQLSTATE
-SELECT throws_ok($$SELECT fine_tune(NULL, 'x', 'SELECT de, en FROM ftpairs')$$, '22004', NULL, 'a NULL model');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', batch_size => 0)$$, '22023', NULL, 'batch_size 0');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 0)$$, '22023', NULL, 'a learning rate of 0');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', learning_rate => 'NaN')$$, '22023', NULL, 'a learning rate of NaN');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', label_smoothing => 1)$$, '22023', NULL, 'label smoothing 1');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs', average_last => 2)$$, '22023', NULL,
-  'averaging 2 checkpoints of a run of one epoch');
-SELECT throws_ok($$SELECT fine_tune('marian', 'marian', 'SELECT de, en FROM ftpairs')$$, '22023', NULL, 'the source model''s own name');
-SELECT throws_ok($$SELECT fine_tune('marian', 'nllb', 'SELECT de, en FROM ftpairs')$$, '42710', NULL, 'the name of a model that exists');
-SELECT throws_ok($$SELECT fine_tune('nope', 'x', 'SELECT de, en FROM ftpairs')$$, '42704', NULL, 'a model that does not exist');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en, n FROM ftpairs')$$, '42804', NULL, 'a query of three columns');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT n, en FROM ftpairs')$$, '42804', NULL, 'a query whose source is not text');
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs WHERE false')$$, '22023', NULL, 'a query with no pairs');
-SELECT import_model('learned', :'root' || '/test/fixtures/models/prenorm_gelu') \g /dev/null
-SELECT import_model('bert', :'root' || '/test/fixtures/encoders/bert_tiny') \g /dev/null
-SELECT throws_ok($$SELECT fine_tune('learned', 'x', 'SELECT de, en FROM ftpairs')$$, '0A000', NULL, 'a model with learned positions is refused');
-SELECT throws_ok($$SELECT fine_tune('bert', 'x', 'SELECT de, en FROM ftpairs')$$, '42809', NULL, 'an encoder-only model is refused');
--- untied output layer (paper_relu's lm_head), separate vocabularies (marian_sepvocab's two embed_tokens)
-SELECT import_model('untied', :'root' || '/test/fixtures/models/paper_relu') \g /dev/null
-SELECT import_model('sepvocab', :'root' || '/test/fixtures/checkpoints/marian_sepvocab') \g /dev/null
-SELECT fine_tune('untied', 'untied_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS ju \gset
-SELECT fine_tune('sepvocab', 'sepvocab_ft', 'SELECT de, en FROM ftpairs', max_steps => 3) AS js \gset
-SELECT ok(pg_temp.done(:ju, '1 min'), 'a model with an untied output layer trains');
-SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'untied_ft' AND name = 'lm_head.weight'), 1, '... and keeps it untied');
-SELECT ok(pg_temp.done(:js, '1 min'), 'a model with separate vocabularies trains');
-SELECT is((SELECT count(DISTINCT name)::int FROM transformer_tensors WHERE model = 'sepvocab_ft' AND name LIKE '%embed_tokens.weight'), 2,
-  '... with its two embedding tables');
-
--- 5. privileges: the query runs as the caller; storing a model takes INSERT on the model tables
-CREATE ROLE ft_reader LOGIN;
-CREATE ROLE ft_trainer LOGIN;
-GRANT SELECT, INSERT, UPDATE, DELETE ON transformer_models, transformer_tensors, transformer_tokenizers TO ft_trainer;
-GRANT SELECT ON ftpairs TO ft_reader;
-SET ROLE ft_reader;
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', 'permission denied to create models',
-  'a role that may not create models cannot fine-tune');
 SET ROLE ft_trainer;
-SELECT throws_ok($$SELECT fine_tune('marian', 'x', 'SELECT de, en FROM ftpairs')$$, '42501', NULL,
-  'the pairs query runs with the caller''s rights (no SELECT on the table)');
-SELECT is((SELECT count(*)::int FROM transformer_job_steps), 0, 'a role sees no other role''s steps');
+SELECT results_eq(format('SELECT count(*) FILTER (WHERE job = %s)::int, count(*) FILTER (WHERE job <> %s)::int FROM transformer_job_steps', :jt, :jt),
+  $$VALUES (3, 0)$$, 'a role sees its own job''s steps, and none of the other role''s jobs');
 RESET ROLE;
-GRANT SELECT ON ftpairs TO ft_trainer;
-SET ROLE ft_trainer;
-SELECT fine_tune('marian', 'marian_theirs', 'SELECT de, en FROM ftpairs', max_steps => 3) AS jt \gset
-RESET ROLE;
-SELECT ok(pg_temp.done(:jt, '1 min'), 'a role that may create models and read the pairs fine-tunes');
-SELECT throws_ok(format('SELECT retry_job_errors(%s)', :jt), '42809', NULL, 'a fine_tune() job has no rows to retry');
+SELECT cmp_ok((SELECT count(*)::int FROM transformer_job_steps WHERE job <> :jt), '>', 0, '... which have steps');
 
 -- the bundled model's next version: fine_tune()'s run on Multi30k, installed beside it
 SELECT cmp_ok(import_model('multi30k_de_en_v2'), '>', 7000000::bigint, 'multi30k_de_en_v2 is bundled');
