@@ -292,14 +292,18 @@ def main():
         return (hwm - rss) / 1024.0, dt - timeout_ms, ended
 
     def again_if_over(past, call):
-        """An overshoot is measured once more before it counts: on a loaded machine (make test runs
-        two lanes on two cores) the backend can wait its turn for a CPU past the bound once; a
-        missing interrupt check overshoots by seconds, every time.  The lower of the two."""
-        if past <= args.max_overshoot_ms:
-            return past
-        _, again, ended = call()
-        print("limits:     measured again: %.0f ms past the timeout  %s" % (again, ended.split("\n")[0]))
-        return min(past, again)
+        """An overshoot is measured up to twice more before it counts: on a loaded machine (make
+        test runs two lanes on two cores, the other one perhaps building a server) the backend can
+        wait its turn for a CPU past the bound, twice in a row once in a while (101 and 122 ms in
+        one rehearsal, 10 ms alone); a missing interrupt check overshoots by seconds, every time.
+        The lowest."""
+        for _ in range(2):
+            if past <= args.max_overshoot_ms:
+                break
+            _, again, ended = call()
+            print("limits:     measured again: %.0f ms past the timeout  %s" % (again, ended.split("\n")[0]))
+            past = min(past, again)
+        return past
 
     # cancel: every function on 10 MB under a short statement_timeout
     for timeout_ms in [int(t) for t in args.timeout_ms.split(",")]:
