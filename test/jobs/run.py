@@ -582,6 +582,17 @@ def kill_loop_run(job, t0):
 
 
 # ------------------------------------------------------------------ 2. kill -9, then only reads
+def kill9_and_wait_restart(pid, what):
+    """kill -9 of a job worker, and the postmaster's crash restart it causes (within 30 s)."""
+    before = C.crash_restarts()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while time.time() < deadline and C.crash_restarts() == before:
+        time.sleep(0.05)
+    if C.crash_restarts() == before:
+        raise Failure("%s: kill -9 of worker %s: no crash restart in the server log" % (what, pid))
+
+
 def scenario_crash_no_use():
     t0 = time.time()
     c = new_db("s2")
@@ -593,14 +604,8 @@ def scenario_crash_no_use():
     workers = job_workers(c, job)
     if not workers:
         raise Failure("crash restart: job %s runs (%s) but no worker is in pg_stat_activity" % (job, at))
-    before = C.crash_restarts()
-    os.kill(workers[0][0], signal.SIGKILL)
     close(c)
-    deadline = time.time() + 30
-    while time.time() < deadline and C.crash_restarts() == before:
-        time.sleep(0.05)
-    if C.crash_restarts() == before:
-        raise Failure("crash restart: kill -9 of worker %s: no crash restart in the server log" % workers[0][0])
+    kill9_and_wait_restart(workers[0][0], "crash restart")
     r = poll_done("s2", job, 90, "crash restart (no use after it)")
     c = connect("s2")
     n = check_translated(c, "t2", job, "crash restart")
@@ -1100,14 +1105,8 @@ def scenario_fine_tune():
     workers = job_workers(c, job)
     if not workers:
         raise Failure("fine_tune: job %s at step %s has no worker" % (job, killed_at))
-    before = C.crash_restarts()
-    os.kill(workers[0][0], signal.SIGKILL)
     close(c)
-    deadline = time.time() + 30
-    while time.time() < deadline and C.crash_restarts() == before:
-        time.sleep(0.05)
-    if C.crash_restarts() == before:
-        raise Failure("fine_tune: kill -9 of worker %s: no crash restart" % workers[0][0])
+    kill9_and_wait_restart(workers[0][0], "fine_tune")
     c = connect_retry("s8")
     t0 = time.time()
     while time.time() - t0 < 60 and ft_step(c, job) < killed_at + 10:
