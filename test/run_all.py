@@ -38,6 +38,7 @@ LANE2 = ["installcheck", "prove", "readme-check", "doctest", "encodings", "limit
 failed = threading.Event()
 lock = threading.Lock()
 times = []          # (lane, step, seconds, ok)
+failures = []       # what a failed step printed, said again at the very end (CI keeps only the output's tail)
 
 
 def say(msg):
@@ -59,8 +60,11 @@ def step(lane, name, cmd):
     if rc != 0:
         failed.set()
         tail = open(log, errors="replace").read().splitlines()[-40:]
-        say(f"[lane {lane}] {name} FAILED (exit {rc}, {dt:.0f} s); the end of {os.path.relpath(log, ROOT)}:\n"
-            + "\n".join("    " + l for l in tail))
+        msg = (f"[lane {lane}] {name} FAILED (exit {rc}, {dt:.0f} s); the end of {os.path.relpath(log, ROOT)}:\n"
+               + "\n".join("    " + l for l in tail))
+        with lock:
+            failures.append(msg)
+        say(msg)
         return False
     say(f"[lane {lane}] {name} ok ({dt:.0f} s)")
     return True
@@ -109,6 +113,8 @@ def main():
             for line in open(path):
                 if line.startswith("NOT CAUGHT") or "mutants caught in" in line:
                     print(f"mutation-{k}: {line.rstrip()}")
+    for msg in failures:
+        print("\n" + msg)
     return 1 if failed.is_set() else 0
 
 

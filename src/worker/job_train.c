@@ -30,6 +30,7 @@
 #include "pgstat.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -736,6 +737,15 @@ FineTuneWorker(const JobWorkerArgs *a)
 
 	r->job = a->job;
 	r->order_epoch = -1;
+
+	/*
+	 * job_worker.c commits without waiting for the disk: a translation batch
+	 * lost in a crash is done again in seconds.  A saved state stands for up
+	 * to transformer.checkpoint_interval of training, and a crash restart
+	 * drops the WAL not yet written: its commit waits (a step's commit too,
+	 * a few milliseconds against a step's tenths of a second).
+	 */
+	SetConfigOption("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION);
 	PG_TRY();
 	{
 		JobRow		job;
