@@ -44,6 +44,8 @@ CORE_SRC = ["src/core/tensor_ops.c", "src/core/gemm.c", "src/core/gemm_int8.c", 
 # pgTAP files that run shell commands: run to their end.  (24_jobs and 30_jobs_trust commit, but
 # drop what an earlier run left before they begin: stopped early, they start clean the next time.)
 TAP_RUN_WHOLE = {"11_large_files"}
+# the unit tests (make unittest-NAME) that print "not ok" or "FAIL" at a failed check and keep no state
+STREAMED_UNITS = {"markup", "spans", "casing", "placement", "special_tokens", "wordpiece", "cpu_kernels"}
 SLOW_FACTOR, SLOW_EXTRA = 2.0, 6.0       # a test past twice its time + 6 s has caught a mutant
 
 
@@ -236,6 +238,11 @@ class Suite:
                     "LIMITS_ARGS=--sizes 10 --memory-timeout-ms 4000 --cancel-mb 40 --timeout-ms " +
                     ",".join(str(t) for t in range(300, 3001, 200)),
                     "make", "-s", "limits"]
+        if kind == "make" and name.startswith("unittest-") and name[9:] in STREAMED_UNITS:
+            # make:unittest-NAME as the Makefile runs it, but its lines unbuffered: the first
+            # failed check ends the run (a quadratic mutant would run on for a minute after it)
+            unit = "test/unit/test_" + name[9:]
+            return ["sh", "-c", f"make -s {unit} && TF_PATHOLOGICAL_MB=2 stdbuf -oL {unit}"]
         if kind == "make":
             # make:TARGET, a check of the source tree (check-core, check-cycles)
             return ["make", "-s", name]
@@ -276,8 +283,9 @@ class Suite:
         # the mutant is caught, and the rest of the file would only take time (a
         # whole file ran for each mutant).  The files that run shell commands run to their end.
         lines, failed = [], threading.Event()
-        stop_early = (test.startswith("tap:") and test[4:] not in TAP_RUN_WHOLE) or test == "unit"
-        marker = "FAIL" if test == "unit" else "not ok"
+        streamed = test.startswith("make:unittest-") and test[14:] in STREAMED_UNITS
+        stop_early = (test.startswith("tap:") and test[4:] not in TAP_RUN_WHOLE) or test == "unit" or streamed
+        marker = "FAIL" if test == "unit" else ("not ok", "FAIL") if streamed else "not ok"
 
         def reader():
             for line in proc.stdout:
@@ -295,7 +303,7 @@ class Suite:
             proc.wait()
             # its database dropped with every backend in it, job workers too: whatever the file
             # committed or started is gone before the next test
-            if test != "unit":
+            if test.startswith("tap:"):
                 self.prepare()
             first = next(l for l in lines if l.startswith(marker))
             return False, time.time() - t0, first + "".join(lines[-6:]) + "\n(stopped at its first failure)"

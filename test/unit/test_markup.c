@@ -531,6 +531,14 @@ test_caps(void)
 		sprintf(p, ">Ein Hund.</p>");
 		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
 		check(rc == 0, "%s: an element with %d attributes parses", f, TF_MARKUP_MAX_ATTRS);
+		/* one more is refused (and fails at once where the count is skipped, before the shape below) */
+		p = s + sprintf(s, "<p");
+		for (int i = 1; i <= TF_MARKUP_MAX_ATTRS + 1; i++)
+			p += sprintf(p, " a%d=\"1\"", i);
+		sprintf(p, ">Ein Hund.</p>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT, "%s: an element with %d attributes is refused: %s", f, TF_MARKUP_MAX_ATTRS + 1,
+			  rc == TF_MARKUP_LIMIT ? err : "parsed");
 		/* the review's shape, 95,000 attributes: refused before libxml2's quadratic check */
 		p = s + sprintf(s, "<p");
 		for (int i = 1; i <= 95000; i++)
