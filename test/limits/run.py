@@ -18,8 +18,11 @@ model needs tokens.
     test/limits/run.py [--sizes 1,10,40] [--timeout-ms 400[,600...]] [--only translate,...]    (make limits; needs a server, run as root or postgres: reads /proc)
 """
 import argparse
+import array
 import json
+import math
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -130,8 +133,7 @@ LOAD_DIMS = {"vocab_size": 100000, "d_model": 256, "encoder_ffn_dim": 1024, "dec
 
 def write_load_checkpoint(d):
     """nllb_tiny's files with a larger configuration (about 117 MB of fp32, mostly the embedding)
-    and random weights, by numpy: only the load's memory is measured, never the text."""
-    import numpy as np
+    and random weights: only the load's memory is measured, never the text."""
     fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "checkpoints", "nllb_tiny")
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(fx):
@@ -156,10 +158,15 @@ def write_load_checkpoint(d):
             shapes[p + "final_layer_norm.weight"], shapes[p + "final_layer_norm.bias"] = (D,), (D,)
         shapes["model.%s.layer_norm.weight" % stack] = (D,)
         shapes["model.%s.layer_norm.bias" % stack] = (D,)
-    rng = np.random.default_rng(40)
+    # N(0, 0.02) values, a block of 64K repeated (the standard library's: CI installs no numpy)
+    rng = random.Random(40)
+    block = array.array("f", (rng.gauss(0.0, 0.02) for _ in range(65536)))
+    if sys.byteorder != "little":
+        block.byteswap()
+    block = block.tobytes()
     header, off = {}, 0
     for name, shape in shapes.items():
-        n = int(np.prod(shape)) * 4
+        n = math.prod(shape) * 4
         header[name] = {"dtype": "F32", "shape": list(shape), "offsets": [off, off + n]}
         off += n
     h = json.dumps({k: {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": v["offsets"]}
@@ -168,9 +175,12 @@ def write_load_checkpoint(d):
     with open(os.path.join(d, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h)
         for name, shape in shapes.items():
-            w = (rng.standard_normal(shape, dtype=np.float32) * 0.02) if len(shape) == 2 or "norm" not in name \
-                else np.ones(shape, np.float32)
-            f.write(w.astype("<f4").tobytes())
+            n = math.prod(shape) * 4
+            if len(shape) == 2 or "norm" not in name:
+                for at in range(0, n, len(block)):
+                    f.write(block[:min(len(block), n - at)])
+            else:
+                f.write(struct.pack("<f", 1.0) * (n // 4))
     for root, dirs, files in os.walk(d):
         os.chmod(root, 0o755)
         for f in files:
