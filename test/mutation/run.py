@@ -47,6 +47,7 @@ TAP_RUN_WHOLE = {"11_large_files"}
 # the unit tests (make unittest-NAME) that print "not ok" or "FAIL" at a failed check and keep no state
 STREAMED_UNITS = {"markup", "spans", "casing", "placement", "special_tokens", "wordpiece", "cpu_kernels"}
 SLOW_FACTOR, SLOW_EXTRA = 2.0, 6.0       # a test past twice its time + 6 s has caught a mutant
+UNMUTATED_LIMIT = 600.0                  # the most a test may take unmutated
 
 
 def log(*a):
@@ -269,7 +270,8 @@ class Suite:
 
     def run(self, test):
         """(passed, seconds, tail of output)"""
-        limit = None
+        # an unmutated run has no time of its own yet: a hang still ends (CI's clock is 90 minutes)
+        limit = UNMUTATED_LIMIT
         if test in self.baseline:
             limit = self.baseline[test] * SLOW_FACTOR + SLOW_EXTRA
         t0 = time.time()
@@ -278,7 +280,7 @@ class Suite:
         # from every test after them
         proc = subprocess.Popen(self.command(test), cwd=self.tree, env=self.server.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                errors="replace", start_new_session=True)
         # A pgTAP file ends at its first failed check (its database dropped and made again):
         # the mutant is caught, and the rest of the file would only take time (a
         # whole file ran for each mutant).  The files that run shell commands run to their end.
@@ -288,11 +290,14 @@ class Suite:
         marker = "FAIL" if test == "unit" else ("not ok", "FAIL") if streamed else "not ok"
 
         def reader():
-            for line in proc.stdout:
-                lines.append(line)
-                if stop_early and line.startswith(marker):
-                    failed.set()
-            failed.set()
+            # (a unit test prints the bytes of its inputs: any bytes, read as U+FFFD)
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    if stop_early and line.startswith(marker):
+                        failed.set()
+            finally:
+                failed.set()
 
         th = threading.Thread(target=reader, daemon=True)
         th.start()
@@ -322,7 +327,8 @@ class Suite:
             self.server.stop("immediate")
             self.server.start()
             self.prepare()
-            return False, time.time() - t0, f"ran past {limit:.0f} s (unmutated: {self.baseline[test]:.1f} s)"
+            base = f"{self.baseline[test]:.1f} s" if test in self.baseline else "not yet run"
+            return False, time.time() - t0, f"ran past {limit:.0f} s (unmutated: {base})"
         dt = time.time() - t0
         out = p.stdout
         if test.startswith("tap:") and p.returncode == 0 and not tap_verdict(out):
