@@ -66,7 +66,7 @@ typedef enum TfKernelFamily
 	TF_KERNELS_INT8,			/* tf_linear on int8 */
 	TF_KERNELS_SOFTMAX,			/* tf_softmax_rows, tf_log_sum_exp */
 	TF_KERNELS_NORMS,			/* tf_layer_norm */
-	TF_KERNELS_ACTIVATIONS,		/* tf_relu, tf_gelu, tf_silu */
+	TF_KERNELS_ACTIVATIONS,		/* tf_relu, tf_gelu, tf_silu and their derivatives */
 	TF_KERNELS_VECTOR,			/* tf_dot, tf_all_finite */
 	TF_KERNELS_BF16				/* tf_linear on TF_BF16D (the compute type bf16) */
 } TfKernelFamily;
@@ -247,6 +247,10 @@ void		tf_layer_norm(int rows, int d, float *out, const float *x,
 void		tf_relu(size_t n, float *x);
 void		tf_gelu(size_t n, float *x);	/* exact, erf form (torch default) */
 void		tf_silu(size_t n, float *x);	/* x·sigmoid(x), a.k.a. swish */
+
+/* dx = dy · f'(x) for n values, the derivatives of tf_silu and tf_gelu (training). */
+void		tf_silu_grad(size_t n, float *dx, const float *dy, const float *x);
+void		tf_gelu_grad(size_t n, float *dx, const float *dy, const float *x);
 
 /* Σ a[i]·b[i] accumulated in double. */
 double		tf_dot(int n, const float *a, const float *b);

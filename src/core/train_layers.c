@@ -145,23 +145,19 @@ tf_layer_norm_bw(int n, int d, float *dx, float *dg, float *db,
 void
 tf_activation_fw(TfTrainAct act, size_t n, float *y, const float *x)
 {
-	for (size_t i = 0; i < n; i++)
+	if (act == TF_TRAIN_RELU)
 	{
-		float		v = x[i];
-
-		switch (act)
-		{
-			case TF_TRAIN_RELU:
-				y[i] = v > 0.0f ? v : 0.0f;
-				break;
-			case TF_TRAIN_GELU:
-				y[i] = 0.5f * v * (1.0f + erff(v * (float) M_SQRT1_2));
-				break;
-			case TF_TRAIN_SILU:
-				y[i] = v / (1.0f + expf(-v));
-				break;
-		}
+		for (size_t i = 0; i < n; i++)
+			y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+		return;
 	}
+	/* the inference pass's vectorized kernels (tensor_ops.c), in place on a copy */
+	if (y != x)
+		memcpy(y, x, sizeof(float) * n);
+	if (act == TF_TRAIN_GELU)
+		tf_gelu(n, y);
+	else
+		tf_silu(n, y);
 }
 
 /*
@@ -171,30 +167,13 @@ tf_activation_fw(TfTrainAct act, size_t n, float *y, const float *x)
 void
 tf_activation_bw(TfTrainAct act, size_t n, float *dx, const float *dy, const float *x)
 {
-	for (size_t i = 0; i < n; i++)
-	{
-		float		v = x[i],
-					f = 0.0f;
-
-		switch (act)
-		{
-			case TF_TRAIN_RELU:
-				f = v > 0.0f ? 1.0f : 0.0f;
-				break;
-			case TF_TRAIN_GELU:
-				f = 0.5f * (1.0f + erff(v * (float) M_SQRT1_2)) +
-					v * expf(-0.5f * v * v) * (float) (0.5 * M_2_SQRTPI * M_SQRT1_2);
-				break;
-			case TF_TRAIN_SILU:
-				{
-					float		s = 1.0f / (1.0f + expf(-v));
-
-					f = s * (1.0f + v * (1.0f - s));
-				}
-				break;
-		}
-		dx[i] = dy[i] * f;
-	}
+	if (act == TF_TRAIN_GELU)
+		tf_gelu_grad(n, dx, dy, x);
+	else if (act == TF_TRAIN_SILU)
+		tf_silu_grad(n, dx, dy, x);
+	else
+		for (size_t i = 0; i < n; i++)
+			dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 /* ------------------------------------------------------------ attention */
@@ -316,6 +295,24 @@ tf_embedding_bw(int n, int d, float *de, float *dpos, const float *dout, const i
 
 /* ------------------------------------------------------------ the loss */
 
+/* Σ x in double, in lanes so that the loop vectorizes (one chain of adds would not) */
+static double
+sum_lanes(int n, const float *x)
+{
+	double		lanes[8] = {0},
+				sum = 0.0;
+	int			j;
+
+	for (j = 0; j + 8 <= n; j += 8)
+		for (int l = 0; l < 8; l++)
+			lanes[l] += x[j + l];
+	for (; j < n; j++)
+		sum += x[j];
+	for (int l = 0; l < 8; l++)
+		sum += lanes[l];
+	return sum;
+}
+
 double
 tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
 				 const float *logits, const int *targets, int ignore, float eps,
@@ -337,7 +334,7 @@ tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
 		const float *z = logits + r * vocab;
 		float	   *dz = dlogits + r * vocab;
 		double		lse,
-					sum_z = 0.0;
+					sum_z;
 		float		uniform = eps / vocab;
 
 		if (targets[r] == ignore)
@@ -352,11 +349,9 @@ tf_cross_entropy(int n, int vocab, float *dlogits, int *counted,
 		memcpy(dz, z, sizeof(float) * vocab);
 		tf_softmax_rows(1, vocab, dz);
 		lse = tf_log_sum_exp(vocab, z);
+		sum_z = sum_lanes(vocab, z);
 		for (int j = 0; j < vocab; j++)
-		{
-			sum_z += z[j];
 			dz[j] = (dz[j] - uniform) * inv;
-		}
 		dz[targets[r]] -= (1.0f - eps) * inv;
 		nll -= z[targets[r]] - lse;
 		smooth -= sum_z - vocab * lse;

@@ -232,6 +232,30 @@ test_activations(const char *level, float **keep)
 	check_close("relu vs double", level, x, ref, NACT, 0.0, 0.0);
 	check_close("gelu vs double (erf)", level, x + NACT, ref + NACT, NACT, 1e-6, 1e-6);
 	check_close("silu vs double", level, x + 2 * NACT, ref + 2 * NACT, NACT, 1e-6, 1e-6);
+
+	/* the derivatives (training): dx = dy · f'(x), in place on dy as the trainer calls them */
+	{
+		float	   *in = xmalloc(sizeof(float) * NACT);
+		float	   *g = xmalloc(sizeof(float) * 2 * NACT);
+		double	   *gref = xmalloc(sizeof(double) * 2 * NACT);
+
+		for (int i = 0; i < NACT; i++)
+		{
+			double		v = in[i] = frand(-12.0f, 12.0f);
+			double		dy = g[i] = g[NACT + i] = frand(-2.0f, 2.0f);
+			double		s = 1.0 / (1.0 + exp(-v));
+
+			gref[i] = dy * (0.5 * (1.0 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2.0 * M_PI));
+			gref[NACT + i] = dy * s * (1.0 + v * (1.0 - s));
+		}
+		tf_gelu_grad(NACT, g, g, in);
+		tf_silu_grad(NACT, g + NACT, g + NACT, in);
+		check_close("gelu' vs double (erf)", level, g, gref, NACT, 1e-6, 1e-5);
+		check_close("silu' vs double", level, g + NACT, gref + NACT, NACT, 1e-6, 1e-5);
+		free(in);
+		free(g);
+		free(gref);
+	}
 	*keep = x;
 	free(ref);
 }
