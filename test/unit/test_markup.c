@@ -611,11 +611,11 @@ arena_release(size_t mark)
 }
 
 static double
-now(void)
+cpu_now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -712,27 +712,34 @@ test_shape_times(void)
 
 			for (int k = 0; k < 3; k++)
 			{
-				size_t		len = make_shape(s, (size_t) sizes[k] * 1024 * 1024, shape, fmt),
-							mark = arena.n,
-							outlen;
-				TfMarkupDoc *d;
-				TfMarkupBlock *b;
-				int			nb,
-							rc;
-				char	   *out;
+				size_t		len = make_shape(s, (size_t) sizes[k] * 1024 * 1024, shape, fmt);
+				int			rc = 0;
 				char		err[256];
-				double		t0 = now();
 
-				rc = tf_markup_parse(s, len, fmt, &alloc, &d, err, sizeof(err));
-				if (rc == 0)
+				/* the faster of 2 runs, in CPU time: one run on a busy machine measured 3x */
+				ns_per_byte[k] = 1e30;
+				for (int run = 0; run < 2; run++)
 				{
-					tf_markup_blocks(d, (const TfMarkupBlock **) &b, &nb);
-					rc = tf_markup_render(d, NULL, &alloc, &out, &outlen, err, sizeof(err));
+					size_t		mark = arena.n,
+								outlen;
+					TfMarkupDoc *d;
+					TfMarkupBlock *b;
+					int			nb;
+					char	   *out;
+					double		t0 = cpu_now();
+
+					rc = tf_markup_parse(s, len, fmt, &alloc, &d, err, sizeof(err));
+					if (rc == 0)
+					{
+						tf_markup_blocks(d, (const TfMarkupBlock **) &b, &nb);
+						rc = tf_markup_render(d, NULL, &alloc, &out, &outlen, err, sizeof(err));
+					}
+					t0 = (cpu_now() - t0) * 1e9 / len;
+					ns_per_byte[k] = t0 < ns_per_byte[k] ? t0 : ns_per_byte[k];
+					arena_release(mark);
 				}
-				ns_per_byte[k] = (now() - t0) * 1e9 / len;
 				used += snprintf(line + used, sizeof(line) - used, " %d MB %.0f ns/B (%s);", sizes[k], ns_per_byte[k],
 								 rc == 0 ? "read" : rc == TF_MARKUP_LIMIT ? "54000" : err);
-				arena_release(mark);
 			}
 			/* linear: per byte, the largest no slower than 2.5 x the 1 MB run, give or take 20 ns */
 			check(ns_per_byte[2] <= 2.5 * ns_per_byte[0] + 20 && ns_per_byte[1] <= 2.5 * ns_per_byte[0] + 20,
