@@ -233,6 +233,17 @@ relu_body(size_t n, float *x)
 		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+/* erf(z) for z = |x|/√2 >= 0 by Abramowitz & Stegun 7.1.26, e = e^(-z²) given (φ's too, in the derivative) */
+static ALWAYS_INLINE float
+erf_pos(float z, float e)
+{
+	float		t = 1.0f / (1.0f + 0.3275911f * z);
+	float		poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+																   t * (-1.453152027f + t * 1.061405429f))));
+
+	return 1.0f - poly * e;
+}
+
 /*
  * GELU(x) = x/2 · (1 + erf(x/√2)), the exact (erf) form of torch's GELU.
  * erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) on |z| with
@@ -246,10 +257,7 @@ gelu_body(size_t n, float *x)
 	{
 		float		v = x[i];
 		float		z = fabsf(v) * (float) M_SQRT1_2;
-		float		t = 1.0f / (1.0f + 0.3275911f * z);
-		float		poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-																	   t * (-1.453152027f + t * 1.061405429f))));
-		float		erf_z = 1.0f - poly * exp_fast(-z * z);
+		float		erf_z = erf_pos(z, exp_fast(-z * z));
 
 		x[i] = 0.5f * v * (1.0f + (v < 0.0f ? -erf_z : erf_z));
 	}
@@ -287,11 +295,8 @@ gelu_grad_body(size_t n, float *dx, const float *dy, const float *x)
 	{
 		float		v = x[i];
 		float		z = fabsf(v) * (float) M_SQRT1_2;
-		float		t = 1.0f / (1.0f + 0.3275911f * z);
-		float		poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-																	   t * (-1.453152027f + t * 1.061405429f))));
 		float		e = exp_fast(-z * z);	/* e^(-x²/2): erf's and φ's */
-		float		erf_z = 1.0f - poly * e;
+		float		erf_z = erf_pos(z, e);
 		float		cdf = 0.5f * (1.0f + (v < 0.0f ? -erf_z : erf_z));
 
 		dx[i] = dy[i] * (cdf + v * e * (float) (0.5 * M_2_SQRTPI * M_SQRT1_2));
