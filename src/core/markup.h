@@ -40,6 +40,7 @@
 #define TF_MARKUP_XML 2
 #define TF_MARKUP_MAX_DEPTH 256
 #define TF_MARKUP_MAX_ATTRS 1000	/* attributes of one element */
+#define TF_MARKUP_MAX_TOKEN 1048576	/* bytes of a tag, comment, CDATA section or PI: libxml2 reads each whole, deaf to cancel */
 #define TF_MARKUP_MAX_NODES 250000	/* elements, comments, PIs of a document (texts lie between): freeing more in libxml2 would take a cancel past 100 ms */
 
 /* tf_markup_parse's failures besides -1 (malformed XML, out of memory) */

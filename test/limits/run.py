@@ -62,6 +62,8 @@ DOCUMENTS = ("translate", "translate[]", "translate html", "attention_map", "ali
 MARKUP_SHAPES = [
     ("attributes", "'<p ' || repeat('a=1 ', {n} / 4) || '>Ein Hund.</p>'", None),
     ("attr_names", "'<p ' || (SELECT string_agg('a' || g || '=1', ' ') FROM generate_series(1, {n} / 9) g) || '>Ein Hund.</p>'", None),
+    ("attr_tags", "repeat('<p ' || (SELECT string_agg('a' || g || '=1', ' ') FROM generate_series(1, 999) g) || '>x</p>', {n} / 6900)",
+     "repeat('<p ' || (SELECT string_agg('a' || g || '=\"1\"', ' ') FROM generate_series(1, 999) g) || '>x</p>', {n} / 8900)"),
     ("long_attr", "'<p title=\"' || repeat('Ein Hund ', {n} / 9) || '\">x</p>'", None),
     ("entities", "'<p>' || repeat('&amp;&#65;&lt;', {n} / 14) || '</p>'", None),
     ("inline", "repeat('<b>x</b>', {n} / 8)", None),

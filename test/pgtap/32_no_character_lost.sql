@@ -11,7 +11,7 @@
 
 BEGIN;
 CREATE EXTENSION transformer;
-SELECT plan(33);
+SELECT plan(34);
 SELECT import_model('multi30k_de_en') IS NOT NULL AS imported \gset
 
 -- the review's reproductions
@@ -54,6 +54,10 @@ SELECT throws_ok(format($$SELECT translate(%L, 'multi30k_de_en', format => 'xml'
 SET LOCAL transformer.max_input_bytes = '4MB';
 SELECT throws_ok(format($$SELECT translate(%L, 'multi30k_de_en', format => 'html')$$, repeat('<br>', 250001)),
                  '54000', 'could not parse the input as HTML', 'more than 250,000 elements');
+SELECT throws_ok(format($$SELECT translate(%L, 'multi30k_de_en', format => 'html')$$,
+                        '<p title="' || repeat('Ein Hund ', 120000) || '">x</p>'),
+                 '54000', 'could not parse the input as HTML',
+                 'an attribute value of 1.1 MB: refused before libxml2 reads it whole, deaf to cancel');
 RESET statement_timeout;
 
 -- the messy corpus: what is kept

@@ -306,6 +306,30 @@ test_html_malformed(void)
 	expect_blocks("stray </x> end </tf-fragment> after", TF_MARKUP_HTML, "stray  end  after");
 	expect_identity("stray </x> end </tf-fragment> after</tf-fragment-1>", TF_MARKUP_HTML, "stray  end  after");
 	expect_identity("<p a=1 b='2' c=\"&amp;\"/>x &< y", TF_MARKUP_HTML, "<p a=\"1\" b=\"2\" c=\"&amp;\"></p>x &amp;&lt; y");
+	/* the fragment's wrapper is a name that no end tag in the input begins: not 0-11 here */
+	{
+		char		in[4096],
+					want[1024],
+				   *p = in,
+				   *w = want;
+		TfMarkupDoc *d;
+		char		err[256];
+
+		p += sprintf(p, "a");
+		w += sprintf(w, "a");
+		for (int k = 0; k < 12; k++)
+		{
+			p += k ? sprintf(p, " </TF-fragment-%d> x%d", k, k) : sprintf(p, " </tf-fragment> x%d", k);
+			w += sprintf(w, "  x%d", k);
+		}
+		expect_blocks(in, TF_MARKUP_HTML, want);
+		/* all 100 names taken: refused, not cut */
+		p = in;
+		for (int k = 0; k < 100; k++)
+			p += k ? sprintf(p, "</tf-fragment-%d>", k) : sprintf(p, "</tf-fragment>");
+		check(tf_markup_parse(in, strlen(in), TF_MARKUP_HTML, &alloc, &d, err, sizeof(err)) == TF_MARKUP_LIMIT,
+			  "end tags of all 100 wrapper names are refused: %s", err);
+	}
 }
 
 static void
@@ -549,6 +573,56 @@ test_caps(void)
 		check(rc == TF_MARKUP_LIMIT && strcmp(err, "an element has more than 1000 attributes") == 0 &&
 			  clock() - t0 < CLOCKS_PER_SEC / 10, "%s: 95,000 attributes refused at once: %s (%.3f s)", f, err,
 			  (double) (clock() - t0) / CLOCKS_PER_SEC);
+		/* attributes without whitespace between them count (libxml2's HTML parser takes them all) */
+		p = s + sprintf(s, "<p");
+		for (int i = 1; i <= TF_MARKUP_MAX_ATTRS + 1; i++)
+			p += sprintf(p, i == 1 ? " a%d=\"1\"" : "a%d=\"1\"", i);
+		sprintf(p, ">Ein Hund.</p>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT, "%s: %d attributes without spaces between are refused: %s", f,
+			  TF_MARKUP_MAX_ATTRS + 1, rc == TF_MARKUP_LIMIT ? err : "parsed");
+		/*
+		 * a tag, comment, CDATA section or PI of TF_MARKUP_MAX_TOKEN bytes
+		 * parses, one byte more is refused (libxml2 reads each whole, deaf to
+		 * cancel); a longer text parses (it comes in pieces)
+		 */
+		for (int kind = 0; kind < 4; kind++)
+		{
+			static const char *const open[] = {"<p title=\"", "<!--", "<![CDATA[", "<?pi "};
+			static const char *const close[] = {"\">", "-->", "]]>", "?>"};
+			size_t		ol = strlen(open[kind]),
+						cl = strlen(close[kind]);
+
+			if (kind == 2 && fmt == TF_MARKUP_HTML)
+				continue;		/* no CDATA sections in HTML */
+			for (int over = 0; over <= 1; over++)
+			{
+				size_t		n = TF_MARKUP_MAX_TOKEN + over;
+
+				p = s + sprintf(s, "<d>");
+				memcpy(p, open[kind], ol);
+				memset(p + ol, 'x', n - ol - cl);
+				memcpy(p + n - cl, close[kind], cl);
+				strcpy(p + n, kind == 0 ? "x</p></d>" : "</d>");
+				rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+				check(over ? rc == TF_MARKUP_LIMIT && strstr(err, "longer than 1048576 bytes") : rc == 0,
+					  "%s: %s...%s of %zu bytes: %s", f, open[kind], close[kind], n, rc ? err : "parsed");
+			}
+		}
+		p = s + sprintf(s, "<d>");
+		memset(p, 'x', 3 * TF_MARKUP_MAX_TOKEN);
+		strcpy(p + 3 * TF_MARKUP_MAX_TOKEN, "</d>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0, "%s: a text of %d bytes parses: %s", f, 3 * TF_MARKUP_MAX_TOKEN, err);
+		/* HTML's <script> is raw text: a "<!--" in it starts no comment */
+		if (fmt == TF_MARKUP_HTML)
+		{
+			p = s + sprintf(s, "<script>var s = '<!--'; a<b; c = \"it's\";");
+			memset(p, ' ', 2 * TF_MARKUP_MAX_TOKEN);
+			sprintf(p + 2 * TF_MARKUP_MAX_TOKEN, "</SCRIPT><p>Ein Hund.</p>");
+			rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+			check(rc == 0, "HTML: a script of 2 MB with \"<!--\" in it parses: %s", err);
+		}
 		/* quoted '>' and attributes inside a comment do not count */
 		p = s + sprintf(s, "<!-- <p");
 		for (int i = 1; i <= 2000; i++)
@@ -566,6 +640,37 @@ test_caps(void)
 		sprintf(p, "</d>");
 		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
 		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL, "%s: %s", f, err);
+		/* attributes and texts are nodes too: 130,000 of each with as many elements are too many */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 130000; i++)
+			p += sprintf(p, "x<br/>");
+		sprintf(p, "</d>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL,
+			  "%s: 130,000 texts between 130,000 elements: %s", f, rc ? err : "parsed");
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 130000; i++)
+			p += sprintf(p, "<i a=\"1\"/>");
+		sprintf(p, "</d>");
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL,
+			  "%s: 130,000 elements of an attribute: %s", f, rc ? err : "parsed");
+		/* ... and work between polls: tags of 300 attributes poll at each */
+		p = s + sprintf(s, "<d>");
+		for (int i = 0; i < 300; i++)
+		{
+			p += sprintf(p, "<p");
+			for (int k = 0; k < 300; k++)
+				p += sprintf(p, " a%d=\"1\"", k);
+			p += sprintf(p, ">x</p>");
+		}
+		sprintf(p, "</d>");
+		spm_interrupt_pending = pending;
+		pending_after = -1;
+		pending_calls = 0;
+		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+		check(rc == 0 && pending_calls >= 300, "%s: 300 tags of 300 attributes polled %d times: %s", f, pending_calls, err);
+		spm_interrupt_pending = NULL;
 		/* a pending cancel stops the parse: the caller serves it and may retry */
 		p = s + sprintf(s, "<d>");
 		for (int i = 0; i < 100000; i++)

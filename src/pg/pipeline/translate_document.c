@@ -460,8 +460,8 @@ TranslateDocuments(CachedModel *cm, const char *model, int n, text **docs, const
 								 ERRCODE_INVALID_XML_CONTENT),
 						 errmsg("could not parse the input as %s", dopt.format == FORMAT_XML ? "XML" : "HTML"),
 						 errdetail("libxml2 reports: %s.", err),
-						 limit ? errhint("Elements may nest %d deep and have %d attributes; a document may have %d nodes.",
-										 TF_MARKUP_MAX_DEPTH, TF_MARKUP_MAX_ATTRS, TF_MARKUP_MAX_NODES) : 0));
+						 limit ? errhint("Elements may nest %d deep and have %d attributes; a tag, comment or processing instruction may be %d bytes long; a document may have %d nodes.",
+										 TF_MARKUP_MAX_DEPTH, TF_MARKUP_MAX_ATTRS, TF_MARKUP_MAX_TOKEN, TF_MARKUP_MAX_NODES) : 0));
 			}
 			tf_markup_blocks(mdocs[d], &blocks, &nblocks);
 			for (int b = 0; b < nblocks; b++)
