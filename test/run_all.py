@@ -4,13 +4,16 @@
 Lane 1 needs no server: the layout checks, the C unit tests, the pathological
 shapes, the sanitizers and fuzzers; in CI (--without-shared) also the tests
 that read ../shared/data, with it hidden (make test-without-shared, a server
-of its own).  Lane 2 runs the suites that share the server that
-`pg_virtualenv make test` started, one after another (crash restarts it,
-weight-cache fills its disk): pg_regress, pgTAP, the manual's examples, the
-limits, concurrency, soak, dump, crash, browser, then the jobs and Citus in
-private clusters.  When a lane is done, it runs mutants: the two runners take
+of its own); then the jobs, in private clusters.  Lane 2 runs the suites that
+share the server that `pg_virtualenv make test` started, one after another
+(crash restarts it, weight-cache fills its disk): pg_regress, pgTAP, the
+manual's examples, the limits, concurrency, soak, dump, crash, browser, then
+Citus in private clusters.  When a lane is done, it runs mutants: the two runners take
 groups of mutants from one queue (test/mutation/run.py --queue), so the lanes
-end together however long their suites took.
+end together however long their suites took.  They start no group after
+MUTATION_BUDGET seconds (default 660; "all": every mutant): the mutants new
+since test/mutation/times.txt first, then the rest from a point that turns
+each day; the ones left are named at the end, for make mutation.
 
 Each step's output goes to test/logs/STEP.log; a table of the steps' times
 ends the run.  A failure stops both lanes from starting new steps and prints
@@ -33,7 +36,15 @@ PYTHON = "/usr/bin/python3"
 
 LANE1 = ["check-core", "check-cycles", "check-calls", "unittest", "pathological", "sanitize"]
 LANE2 = ["installcheck", "prove", "readme-check", "doctest", "encodings", "limits", "concurrency", "soak",
-         "weight-cache", "dump", "crash", "browser", "jobs", "citus"]
+         "weight-cache", "dump", "crash", "browser", "citus"]
+# private clusters of their own, so in either lane: in lane 1, after its suites, the lanes end
+# their suites near together (3.4 of lane 2's 11.5 minutes in rehearsal 32)
+LANE1_LAST = ["jobs"]
+
+# make test starts no group of mutants after this many seconds of its run (CI's 15 minutes, less
+# the install and the build; a group ends within a minute): those left are named, and make
+# mutation runs them all
+DEFAULT_MUTATION_BUDGET = 660
 
 failed = threading.Event()
 lock = threading.Lock()
@@ -70,13 +81,14 @@ def step(lane, name, cmd):
     return True
 
 
-def lane(k, steps):
+def lane(k, steps, until):
     for name, cmd in steps:
         if not step(k, name, cmd):
             return
     step(k, f"mutation-{k}", [PYTHON, "test/mutation/run.py", "--queue", QUEUE,
                                "--record", f"test/mutation/shard{k}.times", "--work",
-                               f"/tmp/transformer-mutation-lane{k}-{os.getpid()}"])
+                               f"/tmp/transformer-mutation-lane{k}-{os.getpid()}"]
+         + (["--until", str(until)] if until is not None else []))
 
 
 def main():
@@ -92,9 +104,13 @@ def main():
     lane1 = [(t, make(t)) for t in LANE1]
     if args.without_shared:
         lane1.append(("test-without-shared", make("test-without-shared")))
+    lane1 += [(t, make(t)) for t in LANE1_LAST]
     lane2 = [(t, make(t)) for t in LANE2]
     t0 = time.time()
-    lanes = [threading.Thread(target=lane, args=(1, lane1)), threading.Thread(target=lane, args=(2, lane2))]
+    # the mutants in the time left of the budget (MUTATION_BUDGET seconds from here, "all": no limit)
+    budget = os.environ.get("MUTATION_BUDGET", str(DEFAULT_MUTATION_BUDGET))
+    until = None if budget == "all" else t0 + float(budget)
+    lanes = [threading.Thread(target=lane, args=(1, lane1, until)), threading.Thread(target=lane, args=(2, lane2, until))]
     if args.only_lane:
         lanes = [lanes[args.only_lane - 1]]
     for t in lanes:
@@ -111,7 +127,7 @@ def main():
         path = os.path.join(LOGS, f"mutation-{k}.log")
         if os.path.exists(path):
             for line in open(path):
-                if line.startswith("NOT CAUGHT") or "mutants caught in" in line:
+                if line.startswith("NOT CAUGHT") or "mutants caught in" in line or "mutants left to" in line:
                     print(f"mutation-{k}: {line.rstrip()}")
     for msg in failures:
         print("\n" + msg)

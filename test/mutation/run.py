@@ -368,10 +368,15 @@ def read_times():
     return times
 
 
-def claimed_groups(mutants, queue):
+def claimed_groups(mutants, queue, until=None, left=None):
     """The mutants by their first test, heaviest first by the last run's times, each group
     claimed by one of the runners that share the directory queue (a file made exclusively):
-    runners that start at different times still end together."""
+    runners that start at different times still end together.
+
+    With until (make test's budget), no group starts after that time: the ones not yet
+    claimed are claimed into left, not run.  The order is then the mutants new since the last
+    full run's times first (the ones a change just added), then the rest turned by the day, so
+    that each day's runs begin at another part and a few days' runs cover them all."""
     times = read_times()
     by_test = {}
     for m in mutants:
@@ -393,11 +398,20 @@ def claimed_groups(mutants, queue):
     def weight(g):
         return times.get(g[0], DEFAULT_SECONDS) + sum(times.get(m["name"], DEFAULT_SECONDS) for m in groups[g])
 
+    order = sorted(groups, key=lambda g: (-weight(g), g))
+    if until is not None:
+        turn = int(time.time() // 86400) * 7 % len(order) if order else 0
+        order = order[turn:] + order[:turn]
+        order = [g for g in order if any(m["name"] not in times for m in groups[g])] + \
+                [g for g in order if all(m["name"] in times for m in groups[g])]
     os.makedirs(queue, exist_ok=True)
-    for k, t in enumerate(sorted(groups, key=lambda g: (-weight(g), g))):
+    for k, t in enumerate(order):
         try:
             os.close(os.open(os.path.join(queue, f"{k:04d}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
+            continue
+        if until is not None and time.time() >= until:
+            left.extend(groups[t])
             continue
         yield groups[t]
 
@@ -477,6 +491,9 @@ def main():
                     help="a directory shared by several runners: each takes the next group of mutants left")
     ap.add_argument("--record", default=None,
                     help="write each mutant's and each test's seconds to this file (times.txt's format)")
+    ap.add_argument("--until", type=float, default=None,
+                    help="with --queue: start no group of mutants after this time (seconds since the epoch); "
+                         "the ones left are listed, for make mutation to run")
     ap.add_argument("--shard", default=None,
                     help="K/N: only the mutants whose first named test falls to shard K of N (tests dealt out "
                          "by how many mutants name them first), each shard its own tree and server")
@@ -538,11 +555,12 @@ def main():
     server.initdb()
     server.start()
     results = []
+    left = []                   # not run: make test's budget was spent (--until)
     try:
         suite.prepare()
         i = 0
         dirty = False           # the server runs a mutant's build (the last one's)
-        for batch in (claimed_groups(mutants, args.queue) if args.queue else [mutants]):
+        for batch in (claimed_groups(mutants, args.queue, args.until, left) if args.queue else [mutants]):
             if dirty:
                 # the unmutated build back before the next tests' unmutated runs
                 if build(tree, "so") or build(tree, "unit"):
@@ -655,6 +673,9 @@ def main():
         log(f"| {m['name']} | {m['file']} | {by} | {dt:.0f} |")
     n_caught = sum(1 for r in results if r[1] == "caught")
     log(f"\n{n_caught} of {len(results)} mutants caught in {time.time() - t_start:.0f} s")
+    if left:
+        log(f"{len(left)} mutants left to make mutation (make test's budget spent): "
+            + " ".join(m["name"] for m in left))
     if n_caught == len(results):
         shutil.rmtree(work, ignore_errors=True)
         return 0
