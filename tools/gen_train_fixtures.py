@@ -2,8 +2,9 @@
 """Regenerate test/fixtures/train: 10 training steps in PyTorch, for the C trainer's parity test.
 
 For each fixture model (the Marian test model test/fixtures/models/marian_swish,
-post-norm and swish, and the NLLB checkpoint test/fixtures/checkpoints/nllb_tiny,
-pre-norm with final norms and relu), with dropout 0:
+post-norm and swish; the NLLB checkpoint test/fixtures/checkpoints/nllb_tiny,
+pre-norm with final norms and relu; and test/fixtures/models/prenorm_gelu,
+Marian with learned positions, pre-norm, final norms and GELU), with dropout 0:
 - 20 random pairs of token ids (sources of 2 to 9 ids, targets of 2 to 8
   ending with eos), in batches of 2 consecutive pairs, padded with the pad
   id and masked as Hugging Face does (the encoder's attention_mask, labels
@@ -32,7 +33,8 @@ Written, per model NAME:
                     a multiple of 4 floats, as tf_train_bind lays them out)
   NAME.final.f32    the parameters after the 10 steps, rounded to float32
   NAME.pos.f32      the positions the encoder's and decoder's tokens 0..63
-                    add (rows of d), then Marian's final_logits_bias (vocab)
+                    add (rows of d; learned ones before training: they are
+                    parameters too), then Marian's final_logits_bias (vocab)
 
 Run with Debian's interpreter: /usr/bin/python3 tools/gen_train_fixtures.py
 """
@@ -124,8 +126,15 @@ def ordered(kind, model):
     """The trained tensors in train_model.h's order (shared and tied embeddings)."""
     if kind == "marian":
         core, enc, dec = model, model.encoder, model.decoder
-        out = [core.shared.weight]
-        final = []
+        # shared, or each stack its own (a checkpoint with two embed_tokens); lm_head unless tied
+        out = [core.shared.weight] if core.shared is not None else [enc.embed_tokens.weight,
+                                                                    dec.embed_tokens.weight]
+        if core.lm_head is not None:
+            out.append(core.lm_head.weight)
+        if enc.pos_kind == "learned":
+            out += [enc.embed_positions.weight, dec.embed_positions.weight]
+        final = [enc.layer_norm.weight, enc.layer_norm.bias, dec.layer_norm.weight,
+                 dec.layer_norm.bias] if enc.layer_norm is not None else []
     else:
         core = model.model
         enc, dec = core.encoder, core.decoder
@@ -156,7 +165,15 @@ def write_f32(path, t):
         f.write(struct.pack("<%df" % t.numel(), *t.tolist()))
 
 
-def run_lines(kind, cfg, nparams, pairs, steps, batch, rate, warmup, eps, drop=None, adam_eps=1e-9, decay_from=0):
+def layout(kind, model):
+    """(shared, tied): one embedding table for both stacks; the output layer is the target embedding."""
+    if kind != "marian":
+        return 1, 1
+    return int(model.shared is not None), int(model.lm_head is None)
+
+
+def run_lines(kind, cfg, nparams, pairs, steps, batch, rate, warmup, eps, drop=None, adam_eps=1e-9, decay_from=0,
+              shared_tied=(1, 1)):
     """A run's lines in test/unit/train_fixture.h's format: the model's config, the schedule,
     the options that differ from their defaults, and the pairs in batch order."""
     act = {"relu": 0, "gelu": 1, "swish": 2, "silu": 2}[cfg["activation_function"]]
@@ -164,12 +181,14 @@ def run_lines(kind, cfg, nparams, pairs, steps, batch, rate, warmup, eps, drop=N
     final_norm = 1 if kind != "marian" or cfg.get("add_final_layer_norm") else 0
     lines = ["config vocab %d d %d enc_layers %d dec_layers %d enc_heads %d dec_heads %d enc_ffn %d "
              "dec_ffn %d act %d pre_norm %d final_norm %d scale_embedding %d pad %d eos %d start %d "
-             "bias %d params %d" % (cfg["vocab_size"], cfg["d_model"], cfg["encoder_layers"], cfg["decoder_layers"],
+             "bias %d params %d learned_pos %d max_pos %d shared %d tied %d" % (cfg["vocab_size"], cfg["d_model"], cfg["encoder_layers"], cfg["decoder_layers"],
                                     cfg["encoder_attention_heads"], cfg["decoder_attention_heads"],
                                     cfg["encoder_ffn_dim"], cfg["decoder_ffn_dim"], act, pre, final_norm,
                                     1 if cfg.get("scale_embedding", True) else 0, cfg["pad_token_id"],
                                     cfg["eos_token_id"], cfg["decoder_start_token_id"],
-                                    1 if kind == "marian" else 0, nparams),
+                                    1 if kind == "marian" else 0, nparams,
+                                    1 if cfg.get("position_embedding") == "learned" else 0,
+                                    cfg.get("max_position_embeddings", 0), shared_tied[0], shared_tied[1]),
              "train steps %d batch %d rate %.9g warmup %d label_smoothing %.3f" % (steps, batch, rate, warmup, eps)]
     if decay_from:
         lines.append("decay %d" % decay_from)
@@ -196,7 +215,7 @@ def write_marian_run(directory, name, model, pairs, steps, batch, rate, warmup, 
                          model.final_logits_bias.reshape(-1)])
     write_f32(os.path.join(directory, name + ".pos.f32"), pos.float())
     lines = run_lines("marian", cfg, flat(params).numel(), pairs, steps, batch, rate, warmup, eps, drop,
-                      decay_from=decay_from)
+                      decay_from=decay_from, shared_tied=layout("marian", model))
     with open(os.path.join(directory, name + ".txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -317,7 +336,8 @@ def run(name, kind, directory, base_rate, warmup, drop=None, adam_eps=1e-9):
     write_f32(os.path.join(OUT, name + ".pos.f32"), torch.cat([enc_pos.reshape(-1), dec_pos.reshape(-1),
                                                                bias.float()]))
     lines = (["# Generated by tools/gen_train_fixtures.py (torch %s); do not edit." % torch.__version__] +
-             run_lines(kind, cfg, init.numel(), pairs, STEPS, BATCH, base_rate, warmup, EPS, drop, adam_eps))
+             run_lines(kind, cfg, init.numel(), pairs, STEPS, BATCH, base_rate, warmup, EPS, drop, adam_eps,
+                       shared_tied=layout(kind, model)))
     for step, (loss, lr) in enumerate(zip(losses, rates), 1):
         lines.append("step %d loss %.9g rate %.9g" % (step, loss, lr))
     with open(os.path.join(OUT, name + ".txt"), "w") as f:
@@ -331,6 +351,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     run("marian_swish", "marian", os.path.join(ROOT, "test", "fixtures", "models", "marian_swish"), 1e-3, 0)
     run("nllb_tiny", "m2m100", os.path.join(ROOT, "test", "fixtures", "checkpoints", "nllb_tiny"), 1e-3, 3)
+    # learned positions (trained: nn.Embedding's gradient), pre-norm, final norms, GELU, no scaling
+    run("prenorm_gelu", "marian", os.path.join(ROOT, "test", "fixtures", "models", "prenorm_gelu"), 1e-3, 0)
     # With dropout everywhere: the same masks on both sides (SameMasks, tf_dropout_keep), and Adam's
     # eps 1e-5: with these masks a few gradients (decoder layer 0's self-attention, output rows) are
     # rounding noise around 0, near 1e-9 or 1e-6, where a small eps makes Adam's step jump from 0 to

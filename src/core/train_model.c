@@ -73,6 +73,11 @@ bind_all(const TfConfig *c, bool shared, bool tied, Bump *b, TfTrainParams *out)
 	out->src_embed = take(b, (size_t) c->src_vocab * d);
 	out->dec_embed = shared ? out->src_embed : take(b, (size_t) c->vocab * d);
 	out->lm_head = tied ? out->dec_embed : take(b, (size_t) c->vocab * d);
+	if (c->positions == TF_POS_LEARNED)
+	{
+		out->enc_pos = take(b, (size_t) c->max_pos * d);
+		out->dec_pos = take(b, (size_t) c->max_pos * d);
+	}
 	for (int l = 0; l < c->enc_layers; l++)
 	{
 		bind_attn(b, d, &out->enc[l].self_attn);
@@ -185,6 +190,11 @@ all_names(const TfConfig *c, bool shared, bool tied, const TfTrainParams *p, TfT
 	}
 	if (!tied)
 		k = named(out, k, p->lm_head, (size_t) c->vocab * d, "lm_head.weight");
+	if (c->positions == TF_POS_LEARNED)
+	{
+		k = named(out, k, p->enc_pos, (size_t) c->max_pos * d, "model.encoder.embed_positions.weight");
+		k = named(out, k, p->dec_pos, (size_t) c->max_pos * d, "model.decoder.embed_positions.weight");
+	}
 	for (int l = 0; l < c->enc_layers; l++)
 	{
 		k = named_attn(out, k, &p->enc[l].self_attn, d, "encoder", l, "self_attn");
@@ -702,6 +712,21 @@ embed_scale(const TfConfig *c)
 	return c->scale_embedding ? sqrtf((float) c->d_model) : 1.0f;
 }
 
+/*
+ * dpos (max_pos, d) += each pair's rows of dout, row j of a pair at
+ * position j (learned positions; dpos NULL: fixed ones, nothing to do).
+ * tf_embedding_bw's dpos, pair by pair: the batch is packed.
+ */
+static void
+positions_bw(int count, const int *len, const int *row0, int d, float *dpos, const float *dout)
+{
+	if (dpos == NULL)
+		return;
+	for (int i = 0; i < count; i++)
+		for (size_t j = 0; j < (size_t) len[i] * d; j++)
+			dpos[j] += dout[(size_t) row0[i] * d + j];
+}
+
 double
 tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *src,
 			   const int *n, const int *const *labels, const int *t, float label_smoothing)
@@ -740,7 +765,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	x0 = L > 0 ? st->enc[0][0].x : st->enc_top;
 	for (int i = 0; i < nsent; i++)
 		tf_embedding_fw(n[i], d, x0 + (size_t) st->so[i] * d, src[i], tm->p.src_embed, embed_scale(c),
-						tm->enc_pos);
+						tm->p.enc_pos ? tm->p.enc_pos : tm->enc_pos);
 	drop_rows(tm, &pp, false, d, st->site_enc, tm->drop.hidden, x0);
 	for (int l = 0; l < L; l++)
 	{
@@ -762,7 +787,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	x0 = M > 0 ? st->dec[0][0].x : st->dec_top;
 	for (int i = 0; i < nsent; i++)
 		tf_embedding_fw(t[i], d, x0 + (size_t) st->to[i] * d, st->din + st->to[i], tm->p.dec_embed,
-						embed_scale(c), tm->dec_pos);
+						embed_scale(c), tm->p.dec_pos ? tm->p.dec_pos : tm->dec_pos);
 	drop_rows(tm, &pp, true, d, st->site_dec, tm->drop.hidden, x0);
 	for (int l = 0; l < M; l++)
 	{
@@ -820,6 +845,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	}
 	drop_rows(tm, &pp, true, d, st->site_dec, tm->drop.hidden, st->dcur);
 	tf_embedding_bw(T, d, tm->g.dec_embed, NULL, st->dcur, st->din, embed_scale(c), c->pad_id);
+	positions_bw(pp.count, pp.t, pp.to, d, tm->g.dec_pos, st->dcur);
 
 	/* ---- the encoder ---- */
 	if (c->final_norm)
@@ -837,6 +863,7 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 	}
 	drop_rows(tm, &pp, false, d, st->site_enc, tm->drop.hidden, st->dcur);
 	tf_embedding_bw(N, d, tm->g.src_embed, NULL, st->dcur, st->src, embed_scale(c), c->pad_id);
+	positions_bw(pp.count, pp.n, pp.so, d, tm->g.enc_pos, st->dcur);
 	return loss;
 }
 

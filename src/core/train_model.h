@@ -50,7 +50,8 @@ typedef struct TfTrainLayer
 
 /*
  * The trained parameters, in this order in the array (tf_train_bind):
- * src_embed, then dec_embed unless shared, then lm_head unless tied; each
+ * src_embed, then dec_embed unless shared, then lm_head unless tied, then
+ * the encoder's and the decoder's positions if they are learned; each
  * encoder layer (self_attn q, k, v, o with biases, its norm, fc1, fc2,
  * final norm); each decoder layer (self_attn, cross_attn, each with its
  * norm, fc1, fc2, final norm); then the final norms if config.final_norm.
@@ -62,6 +63,8 @@ typedef struct TfTrainParams
 	float	   *src_embed;		/* (src_vocab, d) */
 	float	   *dec_embed;		/* (vocab, d): src_embed when shared */
 	float	   *lm_head;		/* (vocab, d): dec_embed when tied */
+	float	   *enc_pos;		/* (max_pos, d) learned positions (config.positions TF_POS_LEARNED), else NULL */
+	float	   *dec_pos;		/* (max_pos, d) */
 	TfTrainLayer enc[TF_TRAIN_MAX_LAYERS];
 	TfTrainLayer dec[TF_TRAIN_MAX_LAYERS];
 	float	   *enc_norm_g;		/* (d), if config.final_norm */
@@ -107,7 +110,7 @@ typedef struct TfTrainModel
 	float	   *grads;			/* (nparams) */
 	TfTrainParams p;			/* into params */
 	TfTrainParams g;			/* into grads, the same layout */
-	const float *enc_pos;		/* (max_pos, d): source token i adds row i */
+	const float *enc_pos;		/* (max_pos, d): source token i adds row i (fixed positions; learned ones are p.enc_pos) */
 	const float *dec_pos;		/* (max_pos, d) */
 	const float *logits_bias;	/* (vocab) Marian's final_logits_bias (a buffer, not trained), or NULL */
 	TfTrainDropout drop;		/* zeros: none */
@@ -124,7 +127,8 @@ void		tf_train_bind(const TfConfig *c, bool shared, bool tied, float *base, TfTr
  * A parameter under its checkpoint name (Hugging Face's, as model_pack.c
  * reads them): "model.shared.weight" (shared) or the two
  * "model.{encoder,decoder}.embed_tokens.weight", "lm_head.weight" (untied),
- * "model.encoder.layers.0.self_attn.q_proj.weight", ...  Positions and
+ * "model.encoder.layers.0.self_attn.q_proj.weight", ...  Learned positions
+ * are "model.{encoder,decoder}.embed_positions.weight"; fixed ones and
  * Marian's final_logits_bias are not parameters: they are the caller's.
  */
 typedef struct TfTrainNamed

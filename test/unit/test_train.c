@@ -1,9 +1,10 @@
 /*
  * test_train.c
  *		The trainer (src/core/train_model.c) against PyTorch, outside the
- *		server (make unittest): 10 steps of Adam on two fixture models,
- *		a Marian one (post-norm, swish, final_logits_bias) and an NLLB one
- *		(pre-norm, final norms, relu), from the same weights, pairs and
+ *		server (make unittest): 10 steps of Adam on three fixture models,
+ *		a Marian one (post-norm, swish, final_logits_bias), an NLLB one
+ *		(pre-norm, final norms, relu) and a Marian one with learned
+ *		positions (pre-norm, final norms, GELU), from the same weights, pairs and
  *		rates as tools/gen_train_fixtures.py gave PyTorch, without dropout
  *		and with it (the same masks); each step's loss, and every weight
  *		after the 10 steps, within 1e-4.
@@ -71,7 +72,7 @@ run_model(const char *dir, const char *name)
 
 	read_train_fixture(dir, name, &fx);
 	adam.eps = fx.adam_eps;
-	ok(tf_train_param_count(&fx.cfg, true, true) == fx.nparams, "the layout has PyTorch's parameter count", name);
+	ok(tf_train_param_count(&fx.cfg, fx.shared, fx.tied) == fx.nparams, "the layout has PyTorch's parameter count", name);
 	final = fixture_f32(dir, name, ".final.f32", &nfinal);
 	if (nfinal != fx.nparams || fx.nloss != fx.steps)
 		exit(2);
@@ -151,6 +152,7 @@ main(int argc, char **argv)
 	tf_set_blas_threads(1);
 	run_model(argv[1], "marian_swish");
 	run_model(argv[1], "nllb_tiny");
+	run_model(argv[1], "prenorm_gelu");
 	run_model(argv[1], "marian_swish_dropout");
 	run_model(argv[1], "nllb_tiny_dropout");
 	printf("%d passed, %d failed\n", passed, failed);

@@ -42,6 +42,8 @@ typedef struct TrainFixture
 	TfConfig	cfg;
 	size_t		nparams;
 	int			has_bias;
+	bool		shared;			/* one embedding table for both stacks */
+	bool		tied;			/* the output layer is the target embedding */
 	FixturePair *pairs;
 	int			npairs;
 	int			steps,
@@ -108,6 +110,18 @@ fixture_ids(FILE *f, int *ids)
 		if (fscanf(f, "%d", &ids[i]) != 1)
 			return -1;
 	return n;
+}
+
+/* the value after key in the config line, or dflt if the line has no key (fixtures before it) */
+static int
+fixture_config_or(const char *line, const char *key, int dflt)
+{
+	char		pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), " %s ", key);
+	p = strstr(line, pat);
+	return p ? atoi(p + strlen(pat)) : dflt;
 }
 
 /* the value after key in the config line */
@@ -180,6 +194,11 @@ read_train_fixture(const char *dir, const char *name, TrainFixture *fx)
 			c->ln_eps = 1e-5f;
 			fx->has_bias = fixture_config(line, "bias");
 			fx->nparams = fixture_config(line, "params");
+			/* learned positions are parameters (trained); the others are the .pos.f32 rows */
+			c->positions = fixture_config_or(line, "learned_pos", 0) ? TF_POS_LEARNED : TF_POS_SINUSOIDAL_HALF;
+			c->max_pos = fixture_config_or(line, "max_pos", FIXTURE_POSITIONS);
+			fx->shared = fixture_config_or(line, "shared", 1);
+			fx->tied = fixture_config_or(line, "tied", 1);
 		}
 		else if (strcmp(word, "train") == 0)
 		{
@@ -249,18 +268,19 @@ read_train_fixture(const char *dir, const char *name, TrainFixture *fx)
 	}
 }
 
-/* tm over fx's parameters (shared and tied embeddings), with zeroed gradients */
+/* tm over fx's parameters (shared and tied embeddings unless the config says not), with zeroed gradients */
 static void
 bind_train_fixture(TrainFixture *fx, TfTrainModel *tm)
 {
 	memset(tm, 0, sizeof(*tm));
 	tm->cfg = fx->cfg;
-	tm->shared = tm->tied = true;
+	tm->shared = fx->shared;
+	tm->tied = fx->tied;
 	tm->nparams = fx->nparams;
 	tm->params = fx->init;
 	tm->grads = fixture_alloc(sizeof(float) * fx->nparams);
-	tf_train_bind(&tm->cfg, true, true, tm->params, &tm->p);
-	tf_train_bind(&tm->cfg, true, true, tm->grads, &tm->g);
+	tf_train_bind(&tm->cfg, tm->shared, tm->tied, tm->params, &tm->p);
+	tf_train_bind(&tm->cfg, tm->shared, tm->tied, tm->grads, &tm->g);
 	tm->enc_pos = fx->pos;
 	tm->dec_pos = fx->pos + FIXTURE_POSITIONS * fx->cfg.d_model;
 	tm->logits_bias = fx->has_bias ? fx->pos + 2 * FIXTURE_POSITIONS * fx->cfg.d_model : NULL;

@@ -143,8 +143,6 @@ LoadTrainWeights(const char *name, TrainWeights *w, MemoryContext cxt)
 	ParseModelConfig(DatumGetJsonbP(config), &cfg);
 	if (cfg.encoder_only)
 		not_trainable(name, "It is an encoder without a decoder; fine_tune() trains translation models.");
-	if (cfg.positions == TF_POS_LEARNED)
-		not_trainable(name, "Its positions are learned; fine_tune() trains models with sinusoidal positions (Marian, M2M100, NLLB).");
 	if (cfg.embed_norm)
 		not_trainable(name, "It has a LayerNorm after its embeddings.");
 	w->dropout = config_rate(name, config, "dropout");
@@ -189,9 +187,10 @@ LoadTrainWeights(const char *name, TrainWeights *w, MemoryContext cxt)
 		if (is_int8_scale(t, n, x->name))
 			continue;
 		if (strcmp(x->name, "final_logits_bias") == 0 ||
-			enc_pos || strcmp(x->name, "model.decoder.embed_positions.weight") == 0)
+			(cfg.positions != TF_POS_LEARNED &&
+			 (enc_pos || strcmp(x->name, "model.decoder.embed_positions.weight") == 0)))
 		{
-			/* buffers, not parameters: kept as they are */
+			/* buffers, not parameters: kept as they are (learned positions are parameters) */
 			Size		want = x->name[0] == 'f' ? (Size) cfg.vocab : (Size) cfg.max_pos * cfg.d_model;
 			float	   *f;
 
@@ -222,8 +221,8 @@ LoadTrainWeights(const char *name, TrainWeights *w, MemoryContext cxt)
 			damaged(name, psprintf("It has no tensor \"%s\".", w->names[k].name));
 	ExtSpiFinish(level);
 
-	/* the positions computed as the forward pass computes them (model_pack.c) */
-	if (tm->enc_pos == NULL || tm->dec_pos == NULL)
+	/* fixed positions computed as the forward pass computes them (model_pack.c) */
+	if (cfg.positions != TF_POS_LEARNED && (tm->enc_pos == NULL || tm->dec_pos == NULL))
 	{
 		w->positions = MemoryContextAllocExtended(cxt, sizeof(float) * cfg.max_pos * cfg.d_model, MCXT_ALLOC_HUGE);
 		tf_sinusoidal_positions(cfg.max_pos, cfg.d_model, cfg.positions,
@@ -266,9 +265,9 @@ StoreTrainedModel(const char *model, const char *new_name, const TrainWeights *w
 			continue;
 		if (strcmp(x->name, "final_logits_bias") == 0)
 			data = w->logits_bias;
-		else if (strcmp(x->name, "model.encoder.embed_positions.weight") == 0)
+		else if (tm->p.enc_pos == NULL && strcmp(x->name, "model.encoder.embed_positions.weight") == 0)
 			data = tm->enc_pos;
-		else if (strcmp(x->name, "model.decoder.embed_positions.weight") == 0)
+		else if (tm->p.dec_pos == NULL && strcmp(x->name, "model.decoder.embed_positions.weight") == 0)
 			data = tm->dec_pos;
 		else
 			for (int k = 0; k < w->nnames; k++)

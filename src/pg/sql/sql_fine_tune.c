@@ -308,12 +308,11 @@ fine_tune(PG_FUNCTION_ARGS)
 				 errdetail("fine_tune() leaves the source model as it is and stores the copy beside it.")));
 	check_can_create_models();
 	cm = GetTranslationModel(model);
-	if (cm->model.cfg.positions == TF_POS_LEARNED || cm->model.cfg.embed_norm ||
-		tf_train_param_count(&cm->model.cfg, true, true) == 0)
+	if (cm->model.cfg.embed_norm || tf_train_param_count(&cm->model.cfg, true, true) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("fine_tune() cannot train model \"%s\"", model),
-				 errdetail("It trains Marian, M2M100 and NLLB models: sinusoidal positions, at most %d layers a stack.",
+				 errdetail("It trains Marian, M2M100 and NLLB models: no LayerNorm after the embeddings, at most %d layers a stack.",
 						   TF_TRAIN_MAX_LAYERS)));
 	/* the languages as translate() takes them: checked now, on an empty text */
 	memset(&o, 0, sizeof(o));
