@@ -118,9 +118,21 @@ PG_CFLAGS = -O3
 # OpenBLAS is opened when a product first needs it (src/core/blas.h), not linked
 SHLIB_LINK = -licuuc -lxml2 -lm
 
+# make clean's extra files: PGXS reads EXTRA_CLEAN when it is included (the list is below)
+EXTRA_CLEAN = $(CLEAN_FILES)
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Header dependencies, which PGXS makes only for a server configured with
+# --enable-depend: each object's list in .deps/ (a changed struct in a
+# header otherwise leaves stale objects that disagree on its layout)
+DEPDIR := .deps
+%.o : %.c
+	@mkdir -p $(DEPDIR)/$(dir $<)
+	$(COMPILE.c) -o $@ $< -MMD -MP -MF $(DEPDIR)/$<.d
+-include $(patsubst %,$(DEPDIR)/%.d,$(OBJS:.o=.c))
 
 # the install script of the default version, from the one SQL source (after
 # PGXS's include: the first rule is make's default goal, and that is "all")
@@ -404,9 +416,10 @@ bench-int8: bench/bench_int8
 bench/bench_int8: bench/bench_int8.c bench/bench_util.h src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/*.h
 	$(CC_UNIT) $(UNIT_CFLAGS) -o $@ bench/bench_int8.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c -ldnnl -lopenblas -lm
 
-EXTRA_CLEAN = test/unit/test_core test/unit/test_train test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/bench_train bench/metrics_memory
-EXTRA_CLEAN += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
-EXTRA_CLEAN += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
+CLEAN_FILES = test/unit/test_core test/unit/test_train test/unit/test_cpu_kernels test/unit/test_cpu_kernels.log test/fuzz/pathological test/unit/obj test/unit/test_core_san bench/bench_attention bench/bench_gemm bench/bench_int8 bench/bench_train bench/metrics_memory
+CLEAN_FILES += test/unit/test_torch test/unit/test_torch_san test/fuzz/fuzz_torch_zip test/fuzz/fuzz_torch_pickle
+CLEAN_FILES += $(TEXT_UNITS) test/unit/test_text_san test/unit/test_*_san test/unit/test_*_san.log test/fuzz/fuzz_markup test/fuzz/fuzz_spans test/fuzz/fuzz_rich_text
+CLEAN_FILES += $(DEPDIR)
 
 .PHONY: unittest pathological prove concurrency browser test fixtures bench bench-int8 bench-metrics-memory
 
