@@ -713,18 +713,16 @@ embed_scale(const TfConfig *c)
 }
 
 /*
- * dpos (max_pos, d) += each pair's rows of dout, row j of a pair at
- * position j (learned positions; dpos NULL: fixed ones, nothing to do).
- * tf_embedding_bw's dpos, pair by pair: the batch is packed.
+ * The embeddings' backward pass pair by pair (the batch is packed): a
+ * pair's row j is its position j, for learned positions' gradient (dpos
+ * NULL: fixed ones).
  */
 static void
-positions_bw(int count, const int *len, const int *row0, int d, float *dpos, const float *dout)
+embeddings_bw(int count, const int *len, const int *row0, int d, float *de, float *dpos,
+			  const float *dout, const int *ids, float scale, int padding_idx)
 {
-	if (dpos == NULL)
-		return;
 	for (int i = 0; i < count; i++)
-		for (size_t j = 0; j < (size_t) len[i] * d; j++)
-			dpos[j] += dout[(size_t) row0[i] * d + j];
+		tf_embedding_bw(len[i], d, de, dpos, dout + (size_t) row0[i] * d, ids + row0[i], scale, padding_idx);
 }
 
 double
@@ -844,8 +842,8 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 		memcpy(st->dcur, st->dnext, sizeof(float) * T * d);
 	}
 	drop_rows(tm, &pp, true, d, st->site_dec, tm->drop.hidden, st->dcur);
-	tf_embedding_bw(T, d, tm->g.dec_embed, NULL, st->dcur, st->din, embed_scale(c), c->pad_id);
-	positions_bw(pp.count, pp.t, pp.to, d, tm->g.dec_pos, st->dcur);
+	embeddings_bw(pp.count, pp.t, pp.to, d, tm->g.dec_embed, tm->g.dec_pos, st->dcur, st->din, embed_scale(c),
+				  c->pad_id);
 
 	/* ---- the encoder ---- */
 	if (c->final_norm)
@@ -862,8 +860,8 @@ tf_train_batch(TfTrainModel *tm, TfTrainState *st, int nsent, const int *const *
 				false, &st->enc[l][0], NULL, NULL, st->dnext, st->dcur);
 	}
 	drop_rows(tm, &pp, false, d, st->site_enc, tm->drop.hidden, st->dcur);
-	tf_embedding_bw(N, d, tm->g.src_embed, NULL, st->dcur, st->src, embed_scale(c), c->pad_id);
-	positions_bw(pp.count, pp.n, pp.so, d, tm->g.enc_pos, st->dcur);
+	embeddings_bw(pp.count, pp.n, pp.so, d, tm->g.src_embed, tm->g.enc_pos, st->dcur, st->src, embed_scale(c),
+				  c->pad_id);
 	return loss;
 }
 

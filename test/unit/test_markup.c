@@ -641,20 +641,20 @@ test_caps(void)
 		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
 		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL, "%s: %s", f, err);
 		/* attributes and texts are nodes too: 130,000 of each with as many elements are too many */
-		p = s + sprintf(s, "<d>");
-		for (int i = 0; i < 130000; i++)
-			p += sprintf(p, "x<br/>");
-		sprintf(p, "</d>");
-		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
-		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL,
-			  "%s: 130,000 texts between 130,000 elements: %s", f, rc ? err : "parsed");
-		p = s + sprintf(s, "<d>");
-		for (int i = 0; i < 130000; i++)
-			p += sprintf(p, "<i a=\"1\"/>");
-		sprintf(p, "</d>");
-		rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
-		check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL,
-			  "%s: 130,000 elements of an attribute: %s", f, rc ? err : "parsed");
+		for (int k = 0; k < 2; k++)
+		{
+			static const char *const unit[] = {"x<br/>", "<i a=\"1\"/>"};
+			static const char *const what[] = {"130,000 texts between 130,000 elements",
+			"130,000 elements of an attribute"};
+
+			p = s + sprintf(s, "<d>");
+			for (int i = 0; i < 130000; i++)
+				p += sprintf(p, "%s", unit[k]);
+			sprintf(p, "</d>");
+			rc = tf_markup_parse(s, strlen(s), fmt, &alloc, &d, err, sizeof(err));
+			check(rc == TF_MARKUP_LIMIT && strstr(err, "more than 250000 nodes") != NULL,
+				  "%s: %s: %s", f, what[k], rc ? err : "parsed");
+		}
 		/* ... and work between polls: tags of 300 attributes poll at each */
 		p = s + sprintf(s, "<d>");
 		for (int i = 0; i < 300; i++)
