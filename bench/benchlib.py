@@ -55,7 +55,10 @@ def quote(s):
 
 
 def sentences(lang, n, split="test_2016_flickr"):
-    with gzip.open(os.path.join(DATA, "multi30k", "%s.%s.gz" % (split, lang)), "rt", encoding="utf-8") as f:
+    path = os.path.join(DATA, "multi30k", "%s.%s.gz" % (split, lang))
+    if not os.path.exists(path):
+        sys.exit("benchmark skipped: %s is missing (Multi30k, in ../shared/data beside the clone)" % path)
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         return [l.rstrip("\n") for l in f][:n]
 
 
