@@ -540,7 +540,7 @@ tf_gemm_kernels(int level)
 
 	if (lv < 0)
 		return NULL;
-	tf_int8_kernels(lv);
+	tf_int8_kernels(level < 0 ? level : lv);	/* auto may choose AMX, which no level names */
 	tf_bf16_kernels(lv);
 #ifdef TF_X86
 	if (lv == 2)

@@ -36,7 +36,10 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define TF_X86 1
 #endif
 
@@ -366,6 +369,158 @@ block_vnni(size_t m, size_t n, size_t k, float *y, const QInput *x,
 }
 
 /*
+ * AMX (Sapphire Rapids and later): tdpbusd multiplies a tile of 16 rows of
+ * x by 64 bytes (u8) with a tile of 16 groups of 4 columns by 16 output
+ * rows (s8), summing exactly into a 16 × 16 int32 tile: the same sums as
+ * vpdpbusd, so the same y to the bit.  A panel's group g is 32 rows × 4
+ * bytes, 128 bytes: its first 64 bytes are a B tile row for output rows
+ * 0-15, the next 64 for rows 16-31; 16 groups at a stride of 128 bytes make
+ * a B tile as the panel lies.  Tiles 0-3 hold a 32 × 32 block of sums, 4-5
+ * two blocks of 16 rows of x, 6-7 the panel's two halves.  Used for shapes
+ * whose in_dim is a multiple of 64 (every model's here) and blocks of at
+ * least 16 rows; fewer rows go to vnni_tile.
+ */
+#define T_AMX __attribute__((target("arch=x86-64-v4,avx512vnni,amx-tile,amx-int8")))
+#define AMX_K4 16				/* groups of 4 columns in a tile row of x */
+
+typedef struct AmxConfig
+{
+	uint8_t		palette;
+	uint8_t		start_row;
+	uint8_t		reserved[14];
+	uint16_t	colsb[16];
+	uint8_t		rows[16];
+} AmxConfig;
+
+/* sums of rows r..r+mr of x (mr 16 or 32) by one panel into acc[mr][32] */
+static ALWAYS_INLINE T_AMX void
+amx_sums(const int mr, size_t k4, int32_t *acc, const QInput *x, const int8_t *panel)
+{
+	_tile_zero(0);
+	_tile_zero(1);
+	if (mr == 32)
+	{
+		_tile_zero(2);
+		_tile_zero(3);
+	}
+	for (size_t g = 0; g < k4; g += AMX_K4)
+	{
+		_tile_loadd(4, x->q + 4 * g, x->ld);
+		_tile_loadd(6, panel + g * TF_PANEL * 4, TF_PANEL * 4);
+		_tile_loadd(7, panel + g * TF_PANEL * 4 + 64, TF_PANEL * 4);
+		_tile_dpbusd(0, 4, 6);
+		_tile_dpbusd(1, 4, 7);
+		if (mr == 32)
+		{
+			_tile_loadd(5, x->q + 16 * x->ld + 4 * g, x->ld);
+			_tile_dpbusd(2, 5, 6);
+			_tile_dpbusd(3, 5, 7);
+		}
+	}
+	_tile_stored(0, acc, TF_PANEL * 4);
+	_tile_stored(1, acc + 16, TF_PANEL * 4);
+	if (mr == 32)
+	{
+		_tile_stored(2, acc + 16 * TF_PANEL, TF_PANEL * 4);
+		_tile_stored(3, acc + 16 * TF_PANEL + 16, TF_PANEL * 4);
+	}
+}
+
+/* the dequantizing step of vnni_tile, on sums stored by amx_sums */
+static ALWAYS_INLINE T_AMX void
+amx_store(int mr, size_t n, float *y, const QInput *x, const int32_t *acc,
+		  size_t j0, const float *sw, const int32_t *wsum, const float *bias)
+{
+	size_t		left = n - j0;
+	__mmask16	mk0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1),
+				mk1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
+	__m512		sw0 = _mm512_loadu_ps(sw + j0),
+				sw1 = _mm512_loadu_ps(sw + j0 + 16),
+				b0 = bias ? _mm512_maskz_loadu_ps(mk0, bias + j0) : _mm512_setzero_ps(),
+				b1 = bias ? _mm512_maskz_loadu_ps(mk1, bias + j0 + 16) : _mm512_setzero_ps();
+	__m512i		ws0 = _mm512_loadu_si512(wsum + j0),
+				ws1 = _mm512_loadu_si512(wsum + j0 + 16);
+
+	for (int i = 0; i < mr; i++)
+	{
+		__m512i		z = _mm512_set1_epi32(x->zero[i]);
+		__m512		sx = _mm512_set1_ps(x->scale[i]);
+		__m512i		a0 = _mm512_loadu_si512(acc + i * TF_PANEL),
+					a1 = _mm512_loadu_si512(acc + i * TF_PANEL + 16);
+		__m512		t0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a0, _mm512_mullo_epi32(z, ws0))),
+					t1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a1, _mm512_mullo_epi32(z, ws1))),
+					s0 = _mm512_mul_ps(sx, sw0),
+					s1 = _mm512_mul_ps(sx, sw1);
+		float	   *yi = y + i * n + j0;
+
+		_mm512_mask_storeu_ps(yi, mk0, bias ? _mm512_fmadd_ps(t0, s0, b0) : _mm512_mul_ps(t0, s0));
+		_mm512_mask_storeu_ps(yi + 16, mk1, bias ? _mm512_fmadd_ps(t1, s1, b1) : _mm512_mul_ps(t1, s1));
+	}
+}
+
+static T_AMX void
+block_amx(size_t m, size_t n, size_t k, float *y, const QInput *x,
+		  const void *packed, const float *bias, size_t jlo, size_t jhi)
+{
+	size_t		k4 = groups_of(k);
+	const float *sw = row_scales(packed, n, k);
+	const int32_t *wsum = row_sums(packed, n, k);
+	int32_t		acc[32 * TF_PANEL] __attribute__((aligned(64)));
+	AmxConfig	cfg;
+
+	if (k4 % AMX_K4 != 0 || m < 16)
+	{
+		block_vnni(m, n, k, y, x, packed, bias, jlo, jhi);
+		return;
+	}
+	/* every tile 16 rows of 64 bytes; a thread's tiles are its own */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.palette = 1;
+	for (int t = 0; t < 8; t++)
+	{
+		cfg.colsb[t] = 64;
+		cfg.rows[t] = 16;
+	}
+	_tile_loadconfig(&cfg);
+	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
+	{
+		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
+		size_t		r = 0;
+
+		for (int mr; r + 16 <= m; r += mr)
+		{
+			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
+
+			mr = r + 32 <= m ? 32 : 16;
+
+			if (mr == 32)
+				amx_sums(32, k4, acc, &xr, panel);
+			else
+				amx_sums(16, k4, acc, &xr, panel);
+			amx_store(mr, n, y + r * n, &xr, acc, j0, sw, wsum, bias);
+		}
+		for (; r < m; r += VNNI_MR)
+		{
+			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
+			float	   *yr = y + r * n;
+
+			switch (m - r >= VNNI_MR ? VNNI_MR : m - r)
+			{
+				case 1: vnni_tile(1, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 2: vnni_tile(2, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 3: vnni_tile(3, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 4: vnni_tile(4, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 5: vnni_tile(5, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 6: vnni_tile(6, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				case 7: vnni_tile(7, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+				default: vnni_tile(8, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			}
+		}
+	}
+	_tile_release();
+}
+
+/*
  * x quantized with AVX-512: the same operations as tf_quantize_input
  * (min/max are exact in any order; x · (1 / s) rounded to nearest even).
  */
@@ -551,6 +706,32 @@ cpu_has_vnni(void)
 		__builtin_cpu_supports("avx512vnni");
 }
 
+/*
+ * AMX's tile data is a state Linux hands out on request: without
+ * ARCH_REQ_XCOMP_PERM, the first tile instruction kills the process.  The
+ * request holds for the whole process and its children; it fails under a
+ * kernel before 5.16 and under valgrind, and then AMX is not used.
+ */
+static bool
+cpu_has_amx(void)
+{
+	static int	usable = -1;
+
+	if (usable < 0)
+	{
+		unsigned	a,
+					b,
+					c,
+					d;
+
+		/* CPUID.(7,0):EDX bit 24 AMX-TILE, bit 25 AMX-INT8 (clang 14 has no names for them) */
+		usable = cpu_has_vnni() && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+			(d >> 24 & 3) == 3 &&
+			syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */ , 18 /* XFEATURE_XTILEDATA */ ) == 0;
+	}
+	return usable;
+}
+
 static bool
 cpu_has_avx2(void)
 {
@@ -568,7 +749,12 @@ tf_int8_kernels(int level)
 	int8_block = block_base;
 	int8_name = "portable";
 #ifdef TF_X86
-	if ((level < 0 || level >= 2) && cpu_has_vnni())
+	if (level < 0 && cpu_has_amx())
+	{
+		int8_block = block_amx;
+		int8_name = "amx";
+	}
+	else if ((level < 0 || level >= 2) && cpu_has_vnni())
 	{
 		int8_block = block_vnni;
 		int8_name = "avx512vnni";
@@ -640,7 +826,7 @@ tf_linear_int8(int rows, int out_dim, int in_dim, float *y, const float *x,
 		for (size_t r = 0; r < mb; r++)
 		{
 #ifdef TF_X86
-			if (int8_block == block_vnni)
+			if (int8_block == block_vnni || int8_block == block_amx)
 				quantize_input_avx512(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);
 			else if (int8_block == block_avx2)
 				quantize_input_avx2(k, q + r * ld, &scale[r], &zero[r], x + (r0 + r) * k);

@@ -505,7 +505,7 @@ tf_cpu_kernels(int level)
 
 	if (lv < 0)
 		return NULL;
-	tf_gemm_kernels(lv);		/* fp32, and int8 */
+	tf_gemm_kernels(level < 0 ? level : lv);	/* fp32, and int8 (auto may choose AMX) */
 	pick_vector_kernels(lv);
 	tf_blas_hold(level, tf_cpu_level(TF_LEVEL_AUTO));	/* OpenBLAS's core, now or when it loads */
 	return names[lv];

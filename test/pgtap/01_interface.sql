@@ -71,7 +71,7 @@ SELECT is((SELECT array_agg(sig ORDER BY sig) FROM ext_functions
   'plain functions are STRICT, but where NULL means a default (vocabulary, generation_config, decoding options, locale, languages, labels, job options, no timeout, segment length) and the triggers');
 SELECT isnt((SELECT aggcombinefn::text FROM pg_aggregate WHERE aggfnoid = 'attend'::regproc), '-', 'attend has a combine function');
 SELECT matches(transformer_version(),
-  '^transformer [0-9]+\.[0-9]+\.[0-9]+; kernels: fp32 (avx512|avx2|portable), int8 (avx512vnni|avx2|portable), softmax (avx512|avx2|portable), norms (avx512|avx2|portable), activations (avx512|avx2|portable), vector (avx512|avx2|portable), bf16 (avx512bf16|portable) \(transformer.cpu_kernels (auto|avx512|avx2|portable)\); threads per call: [0-9]+; BLAS: OpenBLAS [0-9.]+ .*\(core [A-Za-z0-9]+\); ICU [0-9.]+; libxml2 [0-9.]+$',
+  '^transformer [0-9]+\.[0-9]+\.[0-9]+; kernels: fp32 (avx512|avx2|portable), int8 (amx|avx512vnni|avx2|portable), softmax (avx512|avx2|portable), norms (avx512|avx2|portable), activations (avx512|avx2|portable), vector (avx512|avx2|portable), bf16 (avx512bf16|portable) \(transformer.cpu_kernels (auto|avx512|avx2|portable)\); threads per call: [0-9]+; BLAS: OpenBLAS [0-9.]+ .*\(core [A-Za-z0-9]+\); ICU [0-9.]+; libxml2 [0-9.]+$',
   'transformer_version() names the version, the kernels chosen for this CPU and the libraries');
 SELECT is(split_part(split_part(transformer_version(), ';', 1), ' ', 2), (SELECT extversion FROM pg_extension WHERE extname = 'transformer'),
   'the library is the installed extension''s version');

@@ -548,9 +548,12 @@ test_int8(const char *level, float **keep)
 	free(ref);
 }
 
-/* every family reports the level; int8's AVX-512 kernels need VNNI besides */
+/*
+ * every family reports the level; int8's AVX-512 kernels need VNNI besides,
+ * and only auto may choose AMX
+ */
 static void
-check_families(int level, const char *name)
+check_families(int level, const char *name, int is_auto)
 {
 	char		what[128];
 
@@ -560,7 +563,8 @@ check_families(int level, const char *name)
 		int			good = strcmp(got, name) == 0;
 
 		if (f == TF_KERNELS_INT8 && level == TF_LEVEL_AVX512)
-			good = strcmp(got, "avx512vnni") == 0 || strcmp(got, "avx2") == 0;
+			good = strcmp(got, "avx512vnni") == 0 || strcmp(got, "avx2") == 0 ||
+				(is_auto && strcmp(got, "amx") == 0);
 		/* bf16 dot products: AVX512_BF16 where the CPU has it, else the portable sums */
 		if (f == TF_KERNELS_BF16)
 			good = strcmp(got, "portable") == 0 || (level == TF_LEVEL_AVX512 && strcmp(got, "avx512bf16") == 0);
@@ -632,6 +636,77 @@ test_blas_on_demand(void)
 	ok(maxdiff < 1e-4, what, "on demand");
 }
 
+/* y (m, n) = tf_linear of int8 weights (n, k) on x (m, k), at the kernels in effect */
+static float *
+int8_product(int m, int n, int k)
+{
+	float	   *x = xmalloc(sizeof(float) * m * k);
+	float	   *w = xmalloc(sizeof(float) * n * k);
+	int8_t	   *q = xmalloc((size_t) n * k);
+	float	   *sw = xmalloc(sizeof(float) * n);
+	float	   *bias = xmalloc(sizeof(float) * n);
+	void	   *packed = xmalloc(tf_packed_size(n, k, TF_I8));
+	float	   *y = xmalloc(sizeof(float) * m * n);
+
+	srand(m * 7 + n * 3 + k);
+	for (int i = 0; i < m * k; i++)
+		x[i] = frand(-2.0f, 3.0f);
+	for (int i = 0; i < n * k; i++)
+		w[i] = frand(-0.5f, 0.5f);
+	for (int j = 0; j < n; j++)
+		bias[j] = frand(-1.0f, 1.0f);
+	tf_quantize_rows(n, k, q, sw, w);
+	tf_pack_int8(n, k, packed, q, sw);
+	tf_linear(m, n, k, y, x, packed, TF_I8, bias);
+	free(x);
+	free(w);
+	free(q);
+	free(sw);
+	free(bias);
+	free(packed);
+	return y;
+}
+
+/*
+ * AMX (auto, where the CPU and the kernel allow it): tiles of 16 and 32
+ * rows, 64 columns of x at a time, a last panel cut short, rows left to
+ * VNNI, in_dim not a multiple of 64 (all VNNI) -- bitwise as portable.
+ */
+static void
+test_int8_amx(void)
+{
+	static const int shapes[][3] = {
+		{16, 32, 64}, {17, 100, 192}, {50, 100, 192}, {64, 33, 128}, {100, 70, 256}, {40, 64, 100}
+	};
+	char		what[128];
+
+	tf_cpu_kernels(TF_LEVEL_AUTO);
+	if (strcmp(tf_kernel_family(TF_KERNELS_INT8), "amx") != 0)
+	{
+		printf("ok - # SKIP int8 amx: this CPU or kernel has no AMX (int8 kernels %s)\n",
+			   tf_kernel_family(TF_KERNELS_INT8));
+		return;
+	}
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+	{
+		int			m = shapes[s][0],
+					n = shapes[s][1],
+					k = shapes[s][2];
+		float	   *amx,
+				   *base;
+
+		tf_cpu_kernels(TF_LEVEL_AUTO);
+		amx = int8_product(m, n, k);
+		tf_cpu_kernels(TF_LEVEL_PORTABLE);
+		base = int8_product(m, n, k);
+		snprintf(what, sizeof(what), "int8 %dx%dx%d bitwise the same as portable", m, n, k);
+		ok(same_bits(amx, base, (size_t) m * n), what, "amx");
+		free(amx);
+		free(base);
+	}
+	tf_cpu_kernels(TF_LEVEL_AUTO);
+}
+
 int
 main(void)
 {
@@ -671,7 +746,7 @@ main(void)
 			continue;
 		}
 		ok(got != NULL && strcmp(got, names[level]) == 0, "tf_cpu_kernels names the level", names[level]);
-		check_families(level, names[level]);
+		check_families(level, names[level], 0);
 		check_blas(level, names[level]);
 		test_softmax(names[level], &soft);
 		test_log_sum_exp(names[level]);
@@ -711,7 +786,8 @@ main(void)
 	   strcmp(tf_kernel_family(TF_KERNELS_FP32), "portable") == 0, "an unknown level changes nothing", best);
 	best = tf_cpu_kernels(TF_LEVEL_AUTO);
 	ok(best != NULL && strcmp(best, names[tf_cpu_level(TF_LEVEL_AUTO)]) == 0, "auto is the best level", best);
-	check_families(tf_cpu_level(TF_LEVEL_AUTO), best);
+	check_families(tf_cpu_level(TF_LEVEL_AUTO), best, 1);
+	test_int8_amx();
 	ok(strcmp(openblas_get_corename(), blas_auto) == 0, "auto: OpenBLAS's own choice again", best);
 
 	free(base_soft);
