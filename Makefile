@@ -107,7 +107,7 @@ DATA = sql/transformer--0.1.0.sql \
 	sql/transformer--0.3.0--0.4.0.sql sql/transformer--0.4.0--0.5.0.sql \
 	sql/transformer--0.5.0--0.6.0.sql sql/transformer--0.6.0--0.7.0.sql \
 	sql/transformer--0.7.0--0.8.0.sql sql/transformer--0.8.0--0.9.0.sql \
-	sql/transformer--0.9.0--0.10.0.sql
+	sql/transformer--0.9.0--0.10.0.sql sql/transformer--0.10.0--0.11.0.sql
 
 # pg_regress inputs in sql/, expected outputs in expected/, by name
 REGRESS = attention aggregates errors parity tokenizer model hostile document pictures
@@ -136,6 +136,9 @@ DEPDIR := .deps
 
 # the install script of the default version, from the one SQL source (after
 # PGXS's include: the first rule is make's default goal, and that is "all")
+# the library's version string is the control file's
+src/pg/sql/sql_version.o src/pg/sql/sql_version.bc: $(EXTENSION).control
+
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 

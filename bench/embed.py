@@ -15,6 +15,11 @@ training set (N = 5,000: 10,000 texts), in that order.
      embed(text):    SELECT count(embed(t, m)) FROM bench_texts (one call per text)
      tokenize():     SELECT count(tokenize(t, m || '/source')) FROM bench_texts,
                      the tokenizer alone, to estimate its share
+     (these at the default settings: transformer.compute_type = auto, which
+     computes embed() in int8, the model's float matrices quantized at load)
+     stored:         embed(text[]) with SET transformer.compute_type = 'stored'
+                     (fp32, as the model is stored: the arithmetic of the
+                     references)
      int8:           embed(text[]) on quantize_model(m, m || '_i8')
      bf16 (--bf16):  embed(text[]) with SET transformer.compute_type = 'bf16'
 2. PyTorch fp32: tools/bert_torch.py's rule-by-rule port of BertModel /
@@ -35,7 +40,8 @@ training set (N = 5,000: 10,000 texts), in that order.
    "all"; the same batches and token ids as PyTorch, the tensors made before
    the clock starts.
 4. Agreement: cosine of our vectors (both forms) with PyTorch's on a sample,
-   of ONNX Runtime's with PyTorch's on every text, of int8 with fp32; token
+   of ONNX Runtime's with PyTorch's on every text, of the default (int8) and
+   of the int8 copy with fp32 (min, median and mean); token
    ids of SQL tokenize() against the Python tokenizer's.
 
 Each repetition runs every side once over all the texts, the sides in a
@@ -355,8 +361,8 @@ def cosines(a, b):
 
 
 def cos_summary(c):
-    return "min %.8f (1 - cos at most %.1e), median %.8f, over %d texts" % (np.min(c), 1 - np.min(c),
-                                                                           np.median(c), len(c))
+    return "min %.8f (1 - cos at most %.1e), median %.8f, mean %.8f, over %d texts" % (
+        np.min(c), 1 - np.min(c), np.median(c), np.mean(c), len(c))
 
 
 def med(xs):
@@ -511,6 +517,7 @@ class Bench:
         first = "(SELECT ts FROM bench_batches WHERE size = %d AND b = 0)" % K
         self.q("SELECT count(*) FROM embed(%s, %s)" % (first, bl.quote(m)))
         self.q("SELECT count(embed(t, %s)) FROM bench_texts WHERE i < 10" % bl.quote(m))
+        self.ours("SELECT count(*) FROM embed(%s, %s)" % (first, bl.quote(m)), "stored")
         if not a.no_int8:
             self.q("SELECT count(*) FROM embed(%s, %s)" % (first, bl.quote(m + "_i8")))
         if a.bf16:
@@ -520,7 +527,8 @@ class Bench:
                 model(batches[B][0][1], batches[B][0][2])
             ort_pass(B, limit=1)
 
-        sides = [("ours", "embed(text[])", lambda: self.ours(sql_array(K)))]
+        sides = [("ours", "embed(text[])", lambda: self.ours(sql_array(K))),
+                 ("ours stored fp32", "embed(text[])", lambda: self.ours(sql_array(K), "stored"))]
         for k in a.sql_batches[1:]:
             sides.append(("ours", "embed(text[]) by %d" % k, lambda k=k: self.ours(sql_array(k))))
         if not a.no_row:
@@ -563,8 +571,13 @@ class Bench:
         ref = torch_emb[a.batches[0]]
         got = self.q("SELECT i, embed(t, %s) FROM bench_texts WHERE i = ANY('{%s}') ORDER BY i"
                      % (bl.quote(m), ",".join(map(str, sample)))).splitlines()
+        default_row = np.array([vec(line.split("|", 1)[1]) for line in got])
+        # the references' arithmetic: fp32, as stored
+        self.q("SET transformer.compute_type = 'stored'")
+        got = self.q("SELECT i, embed(t, %s) FROM bench_texts WHERE i = ANY('{%s}') ORDER BY i"
+                     % (bl.quote(m), ",".join(map(str, sample)))).splitlines()
         ours_row = np.array([vec(line.split("|", 1)[1]) for line in got])
-        agree["ours embed(text) vs PyTorch"] = cosines(ours_row, ref[sample])
+        agree["ours stored embed(text) vs PyTorch"] = cosines(ours_row, ref[sample])
         nb = int(self.q("SELECT count(*) FROM bench_batches WHERE size = %d" % K))
         pick = sorted({0, nb - 1})
         got = self.q("SELECT b.b, e.o, e.v FROM bench_batches b, LATERAL embed(b.ts, %s) WITH ORDINALITY e(v, o) "
@@ -573,7 +586,10 @@ class Bench:
         rows = [line.split("|") for line in got]
         idx = [int(b) * a.sql_batch + int(o) - 1 for b, o, _ in rows]
         ours_arr = np.array([vec(v) for _, _, v in rows])
-        agree["ours embed(text[]) vs PyTorch"] = cosines(ours_arr, ref[idx])
+        agree["ours stored embed(text[]) vs PyTorch"] = cosines(ours_arr, ref[idx])
+        self.q("RESET transformer.compute_type")
+        agree["ours default (auto: int8) vs ours stored fp32"] = cosines(default_row, ours_row)
+        agree["ours default (auto: int8) vs PyTorch fp32"] = cosines(default_row, ref[sample])
         ort_emb = {}
         for B in a.batches:
             path = os.path.join(self.work, "ort_%d.f32" % B)
@@ -583,7 +599,7 @@ class Bench:
             emb[[i for idx_, _, _ in batches[B] for i in idx_]] = flat
             ort_emb[B] = emb
             agree["ONNX Runtime batch %d vs PyTorch batch %d" % (B, B)] = cosines(emb, torch_emb[B])
-        agree["ours embed(text) vs ONNX Runtime"] = cosines(ours_row, ort_emb[a.batches[0]][sample])
+        agree["ours stored embed(text) vs ONNX Runtime"] = cosines(ours_row, ort_emb[a.batches[0]][sample])
         if len(a.batches) > 1:
             agree["PyTorch batch %d vs batch %d" % (a.batches[0], a.batches[-1])] = cosines(
                 torch_emb[a.batches[0]], torch_emb[a.batches[-1]])

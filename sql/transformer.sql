@@ -406,7 +406,7 @@ AS 'MODULE_PATHNAME', 'transformer_version'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION transformer_version() IS
-'the library''s version, the kernels chosen at run time for this CPU (fp32: avx512, avx2 or portable; int8: avx512vnni, avx2 or portable), OpenBLAS''s configuration and core, and the ICU and libxml2 versions';
+'the library''s version, the kernels chosen at run time for this CPU (fp32: avx512, avx2 or portable; int8: amx, avx512vnni, avx2 or portable), OpenBLAS''s configuration and core, and the ICU and libxml2 versions';
 
 CREATE FUNCTION transformer_model_stats(OUT model text, OUT calls bigint, OUT sentences bigint, OUT tokens_in bigint,
                                         OUT tokens_out bigint, OUT total_time double precision,

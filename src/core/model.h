@@ -63,6 +63,8 @@ typedef struct TfConfig
 	bool		encoder_only;	/* BERT / XLM-R: no decoder (dec_layers 0) */
 	bool		compute_bf16;	/* not the checkpoint's: the compute type bf16, its
 								 * matrices packed TF_BF16D (transformer.compute_type) */
+	bool		compute_int8;	/* the compute type int8: its float matrices
+								 * quantized at load, as quantize_model() does */
 	int			token_types;	/* BERT's type_vocab_size (type 0 is folded into enc_pos) */
 	int			pos_offset;		/* the stored position table's first row used:
 								 * XLM-R's padding_idx + 1, else 0 */

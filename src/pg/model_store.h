@@ -126,6 +126,12 @@ extern void (*model_use_hook) (void);
 extern CachedModel *GetModel(const char *name);
 
 /*
+ * GetModel() for embed(): with transformer.compute_type = auto (the
+ * default), the model's int8 copy (its float matrices quantized at load).
+ */
+extern CachedModel *GetEmbeddingModel(const char *name);
+
+/*
  * NULL if the tensor's dtype is known, its shape non-negative and its bytes
  * exactly shape x dtype size (overflow-checked); else a detail sentence.
  */

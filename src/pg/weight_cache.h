@@ -76,6 +76,8 @@ extern char *SharedFileClusterPrefix(void);
 #define TOK_PREFIX "tok_"
 /* a model's weights with the compute type bf16 (transformer.compute_type): another file */
 #define BF16_PREFIX "b16_"
+/* ... and with the compute type int8 */
+#define INT8_PREFIX "i8_"
 
 /* A mapping, released with the cache entry's memory (SharedFileUnmap as its reset callback). */
 typedef struct SharedMapping

@@ -143,7 +143,7 @@ by_language_and_length(const void *a, const void *b)
 static void
 run_model(const JobRow *job, int n, BatchRow *rows)
 {
-	CachedModel *cm = GetModel(job->model);
+	CachedModel *cm = job->embed ? GetEmbeddingModel(job->model) : GetModel(job->model);
 	int		   *order = palloc(sizeof(int) * (n + 1));
 	text	  **in = palloc0(sizeof(text *) * (n + 1));
 	Datum	   *out = palloc0(sizeof(Datum) * (n + 1));

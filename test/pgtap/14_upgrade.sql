@@ -1,6 +1,6 @@
 -- Upgrading from version 0.1.0: the library serves the old tables until
 -- ALTER EXTENSION UPDATE (loading models, with a clear error for writes),
--- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0 to 0.10.0 are those of a
+-- and the objects updated through 0.2.0, 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0, 0.9.0 and 0.10.0 to 0.11.0 are those of a
 -- fresh install, constraints, privileges and policies included.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -65,7 +65,7 @@ SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '
 -- 0.2.0 cannot store int8 rows; 0.3.0 can
 SELECT throws_ok($$INSERT INTO transformer_tensors SELECT 'x', 'y', '{1}', 'I8', 0, '\x00'$$, '23514', NULL, 'a 0.2.0 table refuses I8 rows');
 ALTER EXTENSION transformer UPDATE;
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.10.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.10.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'transformer'), '0.11.0', 'ALTER EXTENSION transformer UPDATE then reaches 0.11.0');
 SELECT is((SELECT count(*)::int FROM transformer_tokenizers WHERE file_id IS NOT NULL), 4, '0.4.0: every stored tokenizer row got a file_id');
 SELECT is((SELECT count(DISTINCT file_id)::int FROM transformer_tokenizers), 4, 'each its own');
 SELECT ok(NOT has_function_privilege('public', 'transformer_invalidate_cache()', 'EXECUTE'), '0.4.0: PUBLIC may no longer execute transformer_invalidate_cache()');

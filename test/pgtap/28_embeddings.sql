@@ -16,6 +16,9 @@
 BEGIN;
 CREATE EXTENSION transformer;
 SELECT plan(56);
+-- parity with the references as stored, in fp32 (auto, the default, computes embed()
+-- in int8: 40_compute_int8.sql; the bundled encoder's retrieval below runs at auto)
+SET transformer.compute_type = 'stored';
 
 CREATE FUNCTION pg_temp.maxdiff(a real[], b jsonb) RETURNS float8 LANGUAGE sql AS $$
   SELECT max(abs(x - (y #>> '{}')::float8))
@@ -165,6 +168,7 @@ RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 
 -- ------------------------------------------------------------ the bundled sentence encoder
+RESET transformer.compute_type;
 
 -- Multi30k's test sets, from ../shared/data
 \ir include/multi30k.psql

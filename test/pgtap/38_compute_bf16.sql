@@ -41,12 +41,14 @@ CREATE FUNCTION pg_temp.maxdiff(a real[], b real[]) RETURNS float8 LANGUAGE sql 
 CREATE FUNCTION pg_temp.mean_cosine(a real[], b real[], d int) RETURNS float8 LANGUAGE sql AS $$
   SELECT avg(c) FROM (SELECT sum(x * y) AS c FROM unnest(a, b) WITH ORDINALITY u(x, y, i) GROUP BY (i - 1) / d) t $$;
 
+SELECT is(current_setting('transformer.compute_type'), 'auto', 'the compute type is auto unless set');
+-- the baseline: as stored (auto would compute embed() in int8: 40_compute_int8.sql)
+SET transformer.compute_type = 'stored';
 SELECT pg_temp.translations('multi30k_de_en') AS fp_text \gset
 SELECT pg_temp.translations('multi30k_de_en_i8') AS i8_text \gset
 SELECT pg_temp.encoded() AS fp_enc \gset
 SELECT pg_temp.embedded() AS fp_emb \gset
 
-SELECT is(current_setting('transformer.compute_type'), 'default', 'the compute type is default unless set');
 SELECT throws_ok($$SET transformer.compute_type = 'fp8'$$, '22023', NULL, 'an unknown compute type is refused');
 
 SET transformer.compute_type = 'bf16';
@@ -70,8 +72,8 @@ SET transformer.cpu_kernels = 'portable';
 SELECT is(pg_temp.translations('multi30k_de_en'), :'b16_text'::text[], 'bf16: the portable kernels translate as AVX512_BF16 does');
 RESET transformer.cpu_kernels;
 
--- back to default: the default weights, untouched
-RESET transformer.compute_type;
+-- back as stored: the stored weights, untouched
+SET transformer.compute_type = 'stored';
 SELECT is(pg_temp.translations('multi30k_de_en'), :'fp_text'::text[], 'RESET: the default translations again');
 SELECT is(pg_temp.maxdiff(pg_temp.encoded(), :'fp_enc'), 0::float8, 'RESET: the default encoder output, exactly');
 

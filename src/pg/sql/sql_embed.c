@@ -115,7 +115,7 @@ Datum
 sentence_embedding(PG_FUNCTION_ARGS)
 {
 	char	   *model = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	CachedModel *cm = GetModel(model);
+	CachedModel *cm = GetEmbeddingModel(model);
 	int			n;
 	int		   *ids = EmbedIds(cm, model, InputTextArg(fcinfo, 0), &n);
 	ArrayType  *result = NewFloat4Array(-1, cm->model.cfg.d_model);
@@ -224,7 +224,7 @@ sentence_embeddings(PG_FUNCTION_ARGS)
 	out = palloc0(sizeof(ArrayType *) * (count + 1));
 	for (int i = 0; i < count; i++)
 		in[i] = nulls[i] ? NULL : DatumGetTextPP(elems[i]);
-	EmbedTexts(GetModel(model), model, count, in, out);
+	EmbedTexts(GetEmbeddingModel(model), model, count, in, out);
 	for (int i = 0; i < count; i++)
 	{
 		Datum		v = PointerGetDatum(out[i]);

@@ -362,7 +362,7 @@ declare_job(JobSpec *js)
 	if (!js->embed)
 		check_translate_options(js);
 	else
-		(void) GetModel(js->model);
+		(void) GetEmbeddingModel(js->model);
 
 	/*
 	 * The default batch of a translation job: 8 sentences, whose products

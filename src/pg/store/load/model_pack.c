@@ -75,13 +75,18 @@ StoredDType(const StoredTensor *t)
 	return TF_F32;
 }
 
-/* The dtype a stored matrix is packed in: its own, or TF_BF16D with the compute type bf16 (int8 stays) */
+/*
+ * The dtype a stored matrix is packed in: its own, TF_BF16D with the
+ * compute type bf16, TF_I8 with the compute type int8 (int8 stays int8)
+ */
 static TfDType
 packed_dtype(const TfModel *m, const StoredTensor *t)
 {
 	TfDType		dt = StoredDType(t);
 
-	return m->cfg.compute_bf16 && dt != TF_I8 ? TF_BF16D : dt;
+	if (dt == TF_I8)
+		return dt;
+	return m->cfg.compute_bf16 ? TF_BF16D : m->cfg.compute_int8 ? TF_I8 : dt;
 }
 
 /* Kept in its stored dtype (a matrix) or converted to fp32 (a vector)? */
@@ -231,6 +236,41 @@ tensor_bytes(const StoredTensor *t, void **copy)
 	return whole;
 }
 
+/* rows of a float matrix quantized at a time (the compute type int8): 1 MB of fp32 at most */
+#define QUANTIZE_FLOATS (256 * 1024)
+
+/*
+ * Rows r..r+n of a float matrix (d0, d1) of dtype src, quantized per row as
+ * quantize_model() quantizes a stored copy (tf_quantize_rows, the same fp32
+ * values), and packed: the compute type int8 gives that copy's weights.
+ */
+static void
+quantize_pack_rows(int64 d0, int64 d1, TfDType src, void *out, const char *p, int64 r, Size n,
+				   const char *name)
+{
+	Size		rows = Max(1, QUANTIZE_FLOATS / d1);
+	float	   *f = palloc(sizeof(float) * rows * d1);
+	int8_t	   *q = palloc(rows * d1);
+	float	   *scale = palloc(sizeof(float) * rows);
+	Size		rowb = (Size) d1 * tf_dtype_size(src);
+
+	for (Size i = 0; i < n; i += rows)
+	{
+		Size		m = Min(rows, n - i);
+
+		CHECK_FOR_INTERRUPTS();
+		tf_to_float(m * d1, f, p + i * rowb, src);
+		for (Size j = 0; j < m * d1; j++)
+			if (!isfinite(f[j]))
+				not_finite(name);
+		tf_quantize_rows(m, d1, q, scale, f);
+		tf_pack_int8_rows(d0, d1, out, q, scale, r + i, m);
+	}
+	pfree(f);
+	pfree(q);
+	pfree(scale);
+}
+
 /*
  * Pack the rows of matrix t (d0, d1) into out (zeroed) as its parts come,
  * one part detoasted at a time; a row cut between two parts is carried.
@@ -239,9 +279,11 @@ tensor_bytes(const StoredTensor *t, void **copy)
  */
 static void
 pack_rows(int64 d0, int64 d1, TfDType src, TfDType dt, void *out, const char *p, const float *scale,
-		  int64 r, Size n)
+		  int64 r, Size n, const char *name)
 {
-	if (dt == TF_I8)
+	if (dt == TF_I8 && src != TF_I8)
+		quantize_pack_rows(d0, d1, src, out, p, r, n, name);
+	else if (dt == TF_I8)
 		tf_pack_int8_rows(d0, d1, out, (const int8_t *) p, scale + r, r, n);
 	else if (dt == TF_BF16D)
 		tf_pack_bf16d_rows(d0, d1, out, p, src, r, n);
@@ -284,14 +326,14 @@ pack_streamed(const StoredTensor *t, int64 d0, int64 d1, TfDType dt, void *out, 
 					pfree(copy);
 				continue;
 			}
-			pack_rows(d0, d1, src, dt, out, carry, scale, r, 1);
+			pack_rows(d0, d1, src, dt, out, carry, scale, r, 1, t->name);
 			r++;
 			have = 0;
 		}
 		full = len / rowb;
 		if (full > 0)
 		{
-			pack_rows(d0, d1, src, dt, out, p, scale, r, full);
+			pack_rows(d0, d1, src, dt, out, p, scale, r, full, t->name);
 			r += full;
 			p += full * rowb;
 			len -= full * rowb;
@@ -374,8 +416,20 @@ matrix(WeightBuilder *wb, const char *name, bool required, int64 d0, int64 d1)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("matrix \"%s\" has %lld input columns; the compute type bf16 supports at most %d",
 						name, (long long) d1, TF_BF16_MAX_IN),
-				 errhint("Use transformer.compute_type = 'default' for this model.")));
+				 errhint("Use transformer.compute_type = 'stored' for this model.")));
 	mat.data = arena_take(wb, tf_packed_size(d0, d1, mat.dtype), name);
+	if (mat.dtype == TF_I8 && StoredDType(t) != TF_I8)
+	{
+		/* the compute type int8: quantized here, each row checked finite first */
+		if (d1 > TF_INT8_MAX_IN)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("matrix \"%s\" has %lld input columns; the compute type int8 supports at most %d",
+							name, (long long) d1, TF_INT8_MAX_IN),
+					 errhint("Use transformer.compute_type = 'stored' for this model.")));
+		pack_streamed(t, d0, d1, TF_I8, (void *) mat.data, NULL);
+		return mat;
+	}
 	if (mat.dtype == TF_I8)
 	{
 		/* int8 rows and their scales, "<name>_scale" (d0) */

@@ -28,6 +28,7 @@
 
 static void load_model(void *entry, const char *name);
 static void load_model_bf16(void *entry, const char *name);
+static void load_model_int8(void *entry, const char *name);
 
 /* models this backend loaded (a lookup that changes it missed the cache) */
 static uint64 model_loads = 0;
@@ -47,24 +48,37 @@ static BackendCache model_cache_bf16 = {
 	.load = load_model_bf16,
 };
 
+/* ... and with the compute type int8 */
+static BackendCache model_cache_int8 = {
+	.name = "transformer models (int8)",
+	.tables = {"transformer_models", "transformer_tensors"},
+	.entrysize = sizeof(CachedModel),
+	.load = load_model_int8,
+};
+
 /* transformer.compute_type */
 typedef enum ComputeType
 {
-	COMPUTE_DEFAULT,
-	COMPUTE_BF16
+	COMPUTE_AUTO,				/* embed() in int8, the rest as stored */
+	COMPUTE_STORED,
+	COMPUTE_BF16,
+	COMPUTE_INT8
 } ComputeType;
 
 static const struct config_enum_entry compute_types[] = {
-	{"default", COMPUTE_DEFAULT, false},
+	{"auto", COMPUTE_AUTO, false},
+	{"stored", COMPUTE_STORED, false},
 	{"bf16", COMPUTE_BF16, false},
+	{"int8", COMPUTE_INT8, false},
+	{"default", COMPUTE_STORED, true},	/* 0.9.0's name for "stored" */
 	{"bfloat16", COMPUTE_BF16, true},
 	{NULL, 0, false}
 };
 
-static int	compute_type = COMPUTE_DEFAULT;
+static int	compute_type = COMPUTE_AUTO;
 
-/* the load in progress is of the bf16 cache */
-static bool loading_bf16 = false;
+/* the compute type of the load in progress (its cache's) */
+static ComputeType loading_compute = COMPUTE_STORED;
 
 /* -------------------------------------------------------------- cache */
 
@@ -73,13 +87,17 @@ InitModelCache(void)
 {
 	BackendCacheInit(&model_cache);
 	BackendCacheInit(&model_cache_bf16);
+	BackendCacheInit(&model_cache_int8);
 	DefineCustomEnumVariable("transformer.compute_type",
 							 "Sets the arithmetic of models' weight matrices.",
-							 "default: as stored (fp32, fp16 or bf16 weights, fp32 arithmetic; int8 as int8). "
+							 "stored: as stored (fp32, fp16 or bf16 weights, fp32 arithmetic; int8 as int8). "
 							 "bf16: fp32, fp16 and bf16 matrices rounded to bf16 and multiplied in bf16 "
-							 "(AVX512_BF16 where the CPU has it), summed in fp32; a copy of each model apart.",
+							 "(AVX512_BF16 where the CPU has it), summed in fp32. "
+							 "int8: float matrices quantized per row at load, as quantize_model() does. "
+							 "auto: int8 for embed(), stored for everything else. "
+							 "Each compute type keeps a copy of a model apart.",
 							 &compute_type,
-							 COMPUTE_DEFAULT,
+							 COMPUTE_AUTO,
 							 compute_types,
 							 PGC_USERSET,
 							 0,
@@ -294,9 +312,9 @@ load_model(void *e, const char *name)
 	uint64		fingerprint;
 	char	   *version;
 
-	bool		bf16 = loading_bf16;
+	ComputeType compute = loading_compute;
 
-	loading_bf16 = false;		/* (this load's alone, not a nested one's) */
+	loading_compute = COMPUTE_STORED;	/* (this load's alone, not a nested one's) */
 	model_loads++;
 	errcb.callback = load_context;
 	errcb.arg = (void *) name;
@@ -333,7 +351,8 @@ load_model(void *e, const char *name)
 	strlcpy(entry->source_tokenizer, TextDatumGetCString(d[1]), NAMEDATALEN);
 	strlcpy(entry->target_tokenizer, TextDatumGetCString(d[2]), NAMEDATALEN);
 	ParseModelConfig(DatumGetJsonbP(d[0]), &entry->model.cfg);
-	entry->model.cfg.compute_bf16 = bf16;
+	entry->model.cfg.compute_bf16 = compute == COMPUTE_BF16;
+	entry->model.cfg.compute_int8 = compute == COMPUTE_INT8;
 	ParseGenerationConfig(isnull[3] ? NULL : DatumGetJsonbP(d[3]), DatumGetJsonbP(d[0]),
 						  &entry->model.cfg, &entry->gen, entry->cxt);
 	{
@@ -385,20 +404,32 @@ load_model(void *e, const char *name)
 	error_context_stack = errcb.previous;
 }
 
-/* load_model() for the bf16 cache: the compute type goes with the entry */
+/* load_model() for another compute type's cache: the compute type goes with the entry */
 static void
-load_model_bf16(void *e, const char *name)
+load_model_as(void *e, const char *name, ComputeType compute)
 {
-	loading_bf16 = true;
+	loading_compute = compute;
 	PG_TRY();
 	{
 		load_model(e, name);
 	}
 	PG_FINALLY();
 	{
-		loading_bf16 = false;
+		loading_compute = COMPUTE_STORED;
 	}
 	PG_END_TRY();
+}
+
+static void
+load_model_bf16(void *e, const char *name)
+{
+	load_model_as(e, name, COMPUTE_BF16);
+}
+
+static void
+load_model_int8(void *e, const char *name)
+{
+	load_model_as(e, name, COMPUTE_INT8);
 }
 
 CachedModel *
@@ -476,8 +507,23 @@ ParseEmbeddingSettings(Jsonb *j, CachedModel *cm, const char *name)
 /* set by _PG_init (transformer.c): the model store calls no layer above it */
 void		(*model_use_hook) (void) = NULL;
 
-CachedModel *
-GetModel(const char *name)
+/* the cache of a compute type (auto resolved by the caller) */
+static BackendCache *
+cache_of(ComputeType compute)
+{
+	switch (compute)
+	{
+		case COMPUTE_BF16:
+			return &model_cache_bf16;
+		case COMPUTE_INT8:
+			return &model_cache_int8;
+		default:
+			return &model_cache;
+	}
+}
+
+static CachedModel *
+get_model(const char *name, bool sentence_embedding)
 {
 	if (strlen(name) >= NAMEDATALEN)
 		ereport(ERROR,
@@ -487,10 +533,26 @@ GetModel(const char *name)
 		model_use_hook();		/* the jobs' supervisor, at the first use after a server start */
 	{
 		uint64		before = model_loads;
-		CachedModel *cm = (CachedModel *) BackendCacheGet(compute_type == COMPUTE_BF16 ?
-														  &model_cache_bf16 : &model_cache, name);
+		ComputeType compute = compute_type;
+		CachedModel *cm;
 
+		/* auto: sentence vectors in int8 (cosine to fp32 >= 0.9999, docs/embeddings.md) */
+		if (compute == COMPUTE_AUTO)
+			compute = sentence_embedding ? COMPUTE_INT8 : COMPUTE_STORED;
+		cm = (CachedModel *) BackendCacheGet(cache_of(compute), name);
 		RecordModelCache(name, model_loads == before);
 		return cm;
 	}
+}
+
+CachedModel *
+GetModel(const char *name)
+{
+	return get_model(name, false);
+}
+
+CachedModel *
+GetEmbeddingModel(const char *name)
+{
+	return get_model(name, true);
 }

@@ -87,7 +87,8 @@ InitWeightCache(void)
 static char *
 model_prefix(const CachedModel *cm, const char *model)
 {
-	return psprintf("%s%s", cm->model.cfg.compute_bf16 ? BF16_PREFIX : "", SharedFilePrefix(MyDatabaseId, model));
+	return psprintf("%s%s", cm->model.cfg.compute_bf16 ? BF16_PREFIX : cm->model.cfg.compute_int8 ? INT8_PREFIX : "",
+					SharedFilePrefix(MyDatabaseId, model));
 }
 
 static char *
@@ -161,6 +162,7 @@ RemoveSharedWeights(const char *model)
 {
 	SharedFileRemovePrefixed(SharedFilePrefix(MyDatabaseId, model), NULL);
 	SharedFileRemovePrefixed(psprintf(BF16_PREFIX "%s", SharedFilePrefix(MyDatabaseId, model)), NULL);
+	SharedFileRemovePrefixed(psprintf(INT8_PREFIX "%s", SharedFilePrefix(MyDatabaseId, model)), NULL);
 }
 
 bool

@@ -42,6 +42,7 @@ typedef struct FileInfo
 	bool		parsed;
 	bool		tok;
 	bool		bf16;			/* a model's weights with the compute type bf16 */
+	bool		int8;			/* ... int8 */
 	Oid			db;
 	char		name[NAMEDATALEN];
 	const char *state;
@@ -60,7 +61,9 @@ file_info(const char *d_name)
 	memset(&fi, 0, sizeof(fi));
 	fi.tok = strncmp(d_name, TOK_PREFIX, strlen(TOK_PREFIX)) == 0;
 	fi.bf16 = strncmp(d_name, BF16_PREFIX, strlen(BF16_PREFIX)) == 0;
-	rest = d_name + (fi.tok ? strlen(TOK_PREFIX) : fi.bf16 ? strlen(BF16_PREFIX) : 0);
+	fi.int8 = strncmp(d_name, INT8_PREFIX, strlen(INT8_PREFIX)) == 0;
+	rest = d_name + (fi.tok ? strlen(TOK_PREFIX) : fi.bf16 ? strlen(BF16_PREFIX) :
+					 fi.int8 ? strlen(INT8_PREFIX) : 0);
 	fi.state = "unknown";
 	if (strncmp(d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0)
 		fi.state = "being written";
@@ -178,7 +181,8 @@ remove_cluster_files(void)
 	const char *mine = SharedFileClusterPrefix();
 	int			removed = SharedFileRemovePrefixed(mine, NULL) +
 		SharedFileRemovePrefixed(psprintf(TOK_PREFIX "%s", mine), NULL) +
-		SharedFileRemovePrefixed(psprintf(BF16_PREFIX "%s", mine), NULL);
+		SharedFileRemovePrefixed(psprintf(BF16_PREFIX "%s", mine), NULL) +
+		SharedFileRemovePrefixed(psprintf(INT8_PREFIX "%s", mine), NULL);
 
 	if (removed > 0)
 		elog(LOG, "removed %d shared weights files left from before the server started", removed);
@@ -256,7 +260,7 @@ transformer_weight_files(PG_FUNCTION_ARGS)
 			continue;
 		fi = file_info(de->d_name);
 		values[0] = CStringGetTextDatum(de->d_name);
-		values[1] = CStringGetTextDatum(fi.tok ? "tokenizer" : fi.bf16 ? "weights bf16" : "weights");
+		values[1] = CStringGetTextDatum(fi.tok ? "tokenizer" : fi.bf16 ? "weights bf16" : fi.int8 ? "weights int8" : "weights");
 		if (fi.parsed)
 		{
 			values[2] = ObjectIdGetDatum(fi.db);
