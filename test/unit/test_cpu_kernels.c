@@ -669,14 +669,16 @@ int8_product(int m, int n, int k)
 
 /*
  * AMX (auto, where the CPU and the kernel allow it): tiles of 16 and 32
- * rows, 64 columns of x at a time, a last panel cut short, rows left to
+ * rows, 64 columns of x at a time, a last panel cut short, blocks of
+ * panels, rows left to
  * VNNI, in_dim not a multiple of 64 (all VNNI) -- bitwise as portable.
  */
 static void
 test_int8_amx(void)
 {
 	static const int shapes[][3] = {
-		{16, 32, 64}, {17, 100, 192}, {50, 100, 192}, {64, 33, 128}, {100, 70, 256}, {40, 64, 100}
+		{16, 32, 64}, {17, 100, 192}, {50, 100, 192}, {64, 33, 128}, {100, 70, 256}, {40, 64, 100},
+		{40, 2100, 64}			/* three blocks of columns, the last cut short */
 	};
 	char		what[128];
 
