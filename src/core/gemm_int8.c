@@ -282,21 +282,63 @@ dpbusd(__m512i acc, __m512i x, __m512i w)
 /* bytes ahead that the first block of rows prefetches weights (across panels) */
 #define VNNI_PREFETCH 1024
 
+/*
+ * One row of a panel's 32 outputs from its int32 sums a0, a1: the
+ * dequantizing step of dequant_row, 16 lanes at a time (VNNI and AMX).
+ */
+/* a panel's scales, Σ w, bias and column masks (its last may be cut short) */
+typedef struct PanelOut
+{
+	__m512		sw0,
+				sw1,
+				b0,
+				b1;
+	__m512i		ws0,
+				ws1;
+	__mmask16	mk0,
+				mk1;
+	bool		bias;
+} PanelOut;
+
+static ALWAYS_INLINE T_VNNI PanelOut
+panel_out(size_t n, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
+{
+	size_t		left = n - j0;
+	PanelOut	o;
+
+	o.mk0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1);
+	o.mk1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
+	o.sw0 = _mm512_loadu_ps(sw + j0);
+	o.sw1 = _mm512_loadu_ps(sw + j0 + 16);
+	o.b0 = bias ? _mm512_maskz_loadu_ps(o.mk0, bias + j0) : _mm512_setzero_ps();
+	o.b1 = bias ? _mm512_maskz_loadu_ps(o.mk1, bias + j0 + 16) : _mm512_setzero_ps();
+	o.ws0 = _mm512_loadu_si512(wsum + j0);
+	o.ws1 = _mm512_loadu_si512(wsum + j0 + 16);
+	o.bias = bias != NULL;
+	return o;
+}
+
+static ALWAYS_INLINE T_VNNI void
+dequant_store(float *yi, __m512i a0, __m512i a1, int32_t zero, float scale, const PanelOut *o)
+{
+	__m512i		z = _mm512_set1_epi32(zero);
+	__m512		sx = _mm512_set1_ps(scale);
+	__m512		t0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a0, _mm512_mullo_epi32(z, o->ws0))),
+				t1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a1, _mm512_mullo_epi32(z, o->ws1))),
+				s0 = _mm512_mul_ps(sx, o->sw0),
+				s1 = _mm512_mul_ps(sx, o->sw1);
+
+	_mm512_mask_storeu_ps(yi, o->mk0, o->bias ? _mm512_fmadd_ps(t0, s0, o->b0) : _mm512_mul_ps(t0, s0));
+	_mm512_mask_storeu_ps(yi + 16, o->mk1, o->bias ? _mm512_fmadd_ps(t1, s1, o->b1) : _mm512_mul_ps(t1, s1));
+}
+
 /* mr (a constant in each inlined copy) rows of x by one panel */
 static ALWAYS_INLINE T_VNNI void
 vnni_tile(const int mr, const int prefetch, size_t n, size_t k4, float *y, const QInput *x,
 		  const int8_t *panel, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
 {
-	size_t		left = n - j0;
-	__mmask16	mk0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1),
-				mk1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
+	PanelOut	o = panel_out(n, j0, sw, wsum, bias);
 	__m512i		acc[VNNI_MR][2];
-	__m512		sw0 = _mm512_loadu_ps(sw + j0),
-				sw1 = _mm512_loadu_ps(sw + j0 + 16),
-				b0 = bias ? _mm512_maskz_loadu_ps(mk0, bias + j0) : _mm512_setzero_ps(),
-				b1 = bias ? _mm512_maskz_loadu_ps(mk1, bias + j0 + 16) : _mm512_setzero_ps();
-	__m512i		ws0 = _mm512_loadu_si512(wsum + j0),
-				ws1 = _mm512_loadu_si512(wsum + j0 + 16);
 
 	for (int i = 0; i < mr; i++)
 		acc[i][0] = acc[i][1] = _mm512_setzero_si512();
@@ -320,17 +362,34 @@ vnni_tile(const int mr, const int prefetch, size_t n, size_t k4, float *y, const
 		}
 	}
 	for (int i = 0; i < mr; i++)
-	{
-		__m512i		z = _mm512_set1_epi32(x->zero[i]);
-		__m512		sx = _mm512_set1_ps(x->scale[i]);
-		__m512		t0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][0], _mm512_mullo_epi32(z, ws0))),
-					t1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][1], _mm512_mullo_epi32(z, ws1))),
-					s0 = _mm512_mul_ps(sx, sw0),
-					s1 = _mm512_mul_ps(sx, sw1);
-		float	   *yi = y + i * n + j0;
+		dequant_store(y + i * n + j0, acc[i][0], acc[i][1], x->zero[i], x->scale[i], &o);
+}
 
-		_mm512_mask_storeu_ps(yi, mk0, bias ? _mm512_fmadd_ps(t0, s0, b0) : _mm512_mul_ps(t0, s0));
-		_mm512_mask_storeu_ps(yi + 16, mk1, bias ? _mm512_fmadd_ps(t1, s1, b1) : _mm512_mul_ps(t1, s1));
+/*
+ * Rows r0..m of x by one panel, VNNI_MR at a time; the first block
+ * prefetches the weights if prefetch (the panel's first pass).
+ */
+static ALWAYS_INLINE T_VNNI void
+vnni_panel_rows(size_t r0, size_t m, int prefetch, size_t n, size_t k4, float *y, const QInput *x,
+				const int8_t *panel, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
+{
+	for (size_t r = r0; r < m; r += VNNI_MR)
+	{
+		QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
+		float	   *yr = y + r * n;
+		int			pf = prefetch && r == r0;
+
+		switch (m - r >= VNNI_MR ? VNNI_MR : m - r)
+		{
+			case 1: vnni_tile(1, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 2: vnni_tile(2, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 3: vnni_tile(3, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 4: vnni_tile(4, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 5: vnni_tile(5, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 6: vnni_tile(6, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			case 7: vnni_tile(7, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+			default: vnni_tile(8, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
+		}
 	}
 }
 
@@ -344,28 +403,7 @@ block_vnni(size_t m, size_t n, size_t k, float *y, const QInput *x,
 
 	/* panel outermost: it stays in L1/L2 while the blocks of x pass */
 	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
-	{
-		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
-
-		for (size_t r = 0; r < m; r += VNNI_MR)
-		{
-			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
-			float	   *yr = y + r * n;
-			int			pf = r == 0;
-
-			switch (m - r >= VNNI_MR ? VNNI_MR : m - r)
-			{
-				case 1: vnni_tile(1, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 2: vnni_tile(2, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 3: vnni_tile(3, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 4: vnni_tile(4, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 5: vnni_tile(5, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 6: vnni_tile(6, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				case 7: vnni_tile(7, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				default: vnni_tile(8, pf, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-			}
-		}
-	}
+		vnni_panel_rows(0, m, 1, n, k4, y, x, (const int8_t *) packed + j0 * k4 * 4, j0, sw, wsum, bias);
 }
 
 /*
@@ -439,31 +477,11 @@ static ALWAYS_INLINE T_AMX void
 amx_store(int mr, size_t n, float *y, const QInput *x, const int32_t *acc,
 		  size_t j0, const float *sw, const int32_t *wsum, const float *bias)
 {
-	size_t		left = n - j0;
-	__mmask16	mk0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1),
-				mk1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
-	__m512		sw0 = _mm512_loadu_ps(sw + j0),
-				sw1 = _mm512_loadu_ps(sw + j0 + 16),
-				b0 = bias ? _mm512_maskz_loadu_ps(mk0, bias + j0) : _mm512_setzero_ps(),
-				b1 = bias ? _mm512_maskz_loadu_ps(mk1, bias + j0 + 16) : _mm512_setzero_ps();
-	__m512i		ws0 = _mm512_loadu_si512(wsum + j0),
-				ws1 = _mm512_loadu_si512(wsum + j0 + 16);
+	PanelOut	o = panel_out(n, j0, sw, wsum, bias);
 
 	for (int i = 0; i < mr; i++)
-	{
-		__m512i		z = _mm512_set1_epi32(x->zero[i]);
-		__m512		sx = _mm512_set1_ps(x->scale[i]);
-		__m512i		a0 = _mm512_loadu_si512(acc + i * TF_PANEL),
-					a1 = _mm512_loadu_si512(acc + i * TF_PANEL + 16);
-		__m512		t0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a0, _mm512_mullo_epi32(z, ws0))),
-					t1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(a1, _mm512_mullo_epi32(z, ws1))),
-					s0 = _mm512_mul_ps(sx, sw0),
-					s1 = _mm512_mul_ps(sx, sw1);
-		float	   *yi = y + i * n + j0;
-
-		_mm512_mask_storeu_ps(yi, mk0, bias ? _mm512_fmadd_ps(t0, s0, b0) : _mm512_mul_ps(t0, s0));
-		_mm512_mask_storeu_ps(yi + 16, mk1, bias ? _mm512_fmadd_ps(t1, s1, b1) : _mm512_mul_ps(t1, s1));
-	}
+		dequant_store(y + i * n + j0, _mm512_loadu_si512(acc + i * TF_PANEL),
+					  _mm512_loadu_si512(acc + i * TF_PANEL + 16), x->zero[i], x->scale[i], &o);
 }
 
 static T_AMX void
@@ -511,28 +529,9 @@ block_amx(size_t m, size_t n, size_t k, float *y, const QInput *x,
 				amx_store(mr, n, y + r * n, &xr, acc, j0, sw, wsum, bias);
 			}
 		}
-		for (; r < m; r += VNNI_MR)
-		{
-			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
-			float	   *yr = y + r * n;
-
-			for (size_t j0 = jb; j0 < je; j0 += TF_PANEL)
-			{
-				const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
-
-				switch (m - r >= VNNI_MR ? VNNI_MR : m - r)
-				{
-					case 1: vnni_tile(1, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 2: vnni_tile(2, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 3: vnni_tile(3, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 4: vnni_tile(4, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 5: vnni_tile(5, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 6: vnni_tile(6, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					case 7: vnni_tile(7, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-					default: vnni_tile(8, 0, n, k4, yr, &xr, panel, j0, sw, wsum, bias); break;
-				}
-			}
-		}
+		/* fewer than 16 rows left: VNNI */
+		for (size_t j0 = jb; j0 < je; j0 += TF_PANEL)
+			vnni_panel_rows(r, m, 0, n, k4, y, x, (const int8_t *) packed + j0 * k4 * 4, j0, sw, wsum, bias);
 	}
 	_tile_release();
 }
