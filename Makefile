@@ -31,6 +31,7 @@ OBJS = \
 	src/pg/sql/sql_tokenizer.o \
 	src/core/model.o \
 	src/core/search.o \
+	src/core/greedy_screen.o \
 	src/core/logits.o \
 	src/core/train_layers.o \
 	src/core/train_model.o \
@@ -158,7 +159,7 @@ install-models:
 PYTHON ?= /usr/bin/python3
 CC_UNIT ?= gcc
 CORE_SRC = src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/attention.c src/core/online_softmax.c \
-	src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
+	src/core/weight_file.c src/core/model.c src/core/search.c src/core/greedy_screen.c src/core/logits.c src/core/metrics.c src/core/tokenize_13a.c \
 	src/core/spm_model.c src/core/protobuf.c src/core/train_layers.c src/core/train_model.c
 # the PyTorch checkpoint reader (torch_pickle.h), in the order its pieces call each other
 TORCH_PICKLE_SRC = src/core/torch_pickle_objects.c src/core/torch_pickle_globals.c src/core/torch_pickle_tensors.c \
@@ -585,7 +586,7 @@ sanitize: test/unit/test_core_san test/unit/test_torch_san test/unit/test_text_s
 .PHONY: sanitize
 
 # Fuzz the shared weights file reader, then use what it accepts (libFuzzer, ASan, UBSan)
-WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/online_softmax.c
+WFILE_SRC = src/core/weight_file.c src/core/model.c src/core/search.c src/core/greedy_screen.c src/core/logits.c src/core/attention.c src/core/tensor_ops.c src/core/blas.c src/core/dtypes.c src/core/gemm.c src/core/gemm_int8.c src/core/gemm_bf16.c src/core/product_parts.c src/core/threads.c src/core/online_softmax.c
 test/fuzz/fuzz_weight_file: test/fuzz/fuzz_weight_file.c test/fuzz/fuzz_arena.h $(WFILE_SRC) src/core/*.h
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc/core -o $@ \
 	  test/fuzz/fuzz_weight_file.c $(WFILE_SRC) -lopenblas -lm

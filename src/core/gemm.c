@@ -624,6 +624,15 @@ linear_part(void *arg, int part, int nparts)
 }
 
 void
+tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float *x,
+				  const void *packed, TfDType dt, const float *bias, int jlo, int jhi)
+{
+	if (gemm_nn == NULL)
+		pick_kernels();
+	linear_fns[dt] (rows, out_dim, in_dim, y, x, packed, jlo, jhi, bias);
+}
+
+void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		  const void *packed, TfDType dt, const float *bias)
 {

@@ -509,7 +509,9 @@ tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int 
 	if (c->final_norm)
 		tf_layer_norm(nr, d, s->x, s->x, m->w.dec_norm_g, m->w.dec_norm_b, c->ln_eps);
 
-	linear(nr, c->vocab, d, s->logits, s->x, m->w.lm_head, m->w.logits_bias);
+	/* greedy rows: the screen, resolved in fp32 by the search (greedy_screen.c) */
+	linear(nr, c->vocab, d, s->logits, s->x, s->screen ? m->w.lm_head_screen : m->w.lm_head,
+		   m->w.logits_bias);
 }
 
 /* ------------------------------------------------------ attention maps */

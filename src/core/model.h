@@ -109,6 +109,10 @@ typedef struct TfWeights
 	TfMatrix	dec_embed;		/* (vocab, d), usually == enc_embed */
 	TfMatrix	lm_head;		/* (vocab, d), usually == dec_embed */
 	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
+	TfMatrix	lm_head_screen;	/* (vocab, d) an fp32 lm_head rounded to bf16, packed
+								 * TF_BF16: greedy decoding's screen
+								 * (greedy_screen.c); data NULL: none */
+	const float *lm_head_slack;	/* (vocab) the screen's error bound per row, over ||x|| */
 	const float *enc_pos;		/* (max_pos, d) */
 	const float *pad_pos;		/* (d) the position of a pad id in the source when
 								 * tf_positions_skip_pad(): XLM-R's row padding_idx;
@@ -213,6 +217,16 @@ typedef struct TfDecodeOptions
 	const int  *bad_off;		/* (nbad + 1) ... at bad_ids[bad_off[w]..bad_off[w + 1]) */
 	const int  *bad_ids;
 } TfDecodeOptions;
+
+/*
+ * Greedy decoding's screened output layer (greedy_screen.c): rows [r0, r0 +
+ * n) of screen (tf_packed_size(rows, cols, TF_BF16) bytes) and slack (rows)
+ * from an fp32 matrix packed in panels.  tf_greedy_screen: whether greedy steps use it
+ * (transformer.greedy_screen); the tokens are the same either way.
+ */
+void		tf_screen_pack_rows(size_t cols, uint16_t *screen, float *slack, const float *packed,
+								size_t r0, size_t n);
+extern bool tf_greedy_screen;
 
 /*
  * Translate source ids (EOS included): the generated ids, EOS excluded, into

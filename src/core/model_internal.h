@@ -58,6 +58,7 @@ typedef struct RunState
 	float	   *out;			/* (rows, d) */
 	float	   *hb;				/* (rows, ffn) */
 	float	   *logits;			/* (rows, vocab) */
+	bool		screen;			/* this step's logits from lm_head_screen (greedy_screen.c) */
 	int			parts;			/* threads that share a step (tf_parallel_parts()) */
 	size_t		part_scores;	/* floats of scores per part: max(T, TF_SMALL_M x longest source) */
 	float	   *scores;			/* (parts, part_scores) */
@@ -97,6 +98,12 @@ cache_row(const RunState *s, float *cache, int d, int l, int slot, int pos)
 void		tf_encode_state_alloc(const TfModel *m, int n, EncodeState *e, const SpmAlloc *a);
 void		tf_encode_with(const TfModel *m, int n, const int *ids, float *x, const EncodeState *e);
 void		tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows, int pos);
+
+/* greedy_screen.c: see there; steps of up to TF_SCREEN_ROWS rows use the screen */
+#define TF_SCREEN_ROWS 4
+bool		tf_screen_usable(const TfModel *m);
+void		tf_screen_greedy_row(const TfModel *m, const TfDecodeOptions *opt, const int *seq, int len,
+								 const float *x, float *row, float *scratch, int *tmp);
 
 /* logits.c */
 double		tf_process_logits(const TfConfig *c, const TfDecodeOptions *opt, bool beam, float *logits,

@@ -289,6 +289,7 @@ reorder_caches(RunState *s, int first, int nb, const int *parent, int t)
  */
 typedef struct SentenceSteps
 {
+	const TfModel *m;
 	const TfConfig *c;
 	const TfDecodeOptions *opt;
 	Search	   *hs;
@@ -296,6 +297,9 @@ typedef struct SentenceSteps
 	int			K;
 	float	   *logits;			/* (rows, vocab) */
 	const int  *first_row;		/* (nsent) each sentence's first row */
+	const float *x;				/* (rows, d) the rows' last hidden states */
+	bool		screen;			/* the logits are lm_head_screen's (greedy_screen.c) */
+	float	   *scratch;		/* (parts, vocab) for the screen */
 	int		   *nnew;			/* (nsent) out: its new live beams, 0 when done */
 	Cand	   *cands;			/* (parts, K x 2K) */
 	Cand	   *top;			/* (parts, 2K) */
@@ -318,6 +322,10 @@ sentence_steps(void *arg, int part, int nparts)
 
 		if (h->done)
 			continue;
+		if (K == 1 && j->screen)
+			tf_screen_greedy_row(j->m, &j->opt[i], h->toks, j->t,
+								 j->x + (size_t) j->first_row[i] * j->c->d_model, logits,
+								 j->scratch + (size_t) part * j->c->vocab, tmp);
 		if (K == 1)
 			j->nnew[i] = greedy_step(j->c, &j->opt[i], h, logits, j->t, tmp);
 		else
@@ -360,6 +368,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	int		   *tmp;
 	float	   *memory;
 	SentenceSteps steps;
+	bool		screened = K == 1 && tf_screen_usable(m);
 
 	/* Hugging Face's max_length counts the start token: max_length - 1 steps */
 	s.slots = maxrows;
@@ -425,7 +434,9 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	s.anc_tmp = a->alloc(a->ctx, sizeof(int) * (size_t) K * s.T);
 	s.krows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
 	s.vrows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
-	steps = (SentenceSteps) {c, opt, hs, nsent, K, s.logits, first_row, nnew, cands, top, tmp, s.T + 1, 0};
+	steps = (SentenceSteps) {m, c, opt, hs, nsent, K, s.logits, first_row, s.x, false,
+		screened ? a->alloc(a->ctx, sizeof(float) * (size_t) parts * c->vocab) : NULL,
+	nnew, cands, top, tmp, s.T + 1, 0};
 
 	for (int t = 1; t <= s.T; t++)
 	{
@@ -454,6 +465,8 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 		}
 		if (nr == 0)
 			break;
+		/* a few greedy rows: the output layer's weights dominate, read in half the bytes */
+		s.screen = steps.screen = screened && nr <= TF_SCREEN_ROWS;
 		tf_decoder_step(m, &s, nr, rows, t - 1);
 
 		/* each sentence's step on its rows' logits, the sentences shared by the threads */

@@ -138,6 +138,12 @@ void		tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, Tf
  */
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 					  const void *packed, TfDType dt, const float *bias);
+/*
+ * tf_linear's outputs [jlo, jhi) only (y still (rows, out_dim)), in one
+ * thread, bitwise as tf_linear gives them; fp32, fp16, bf16.
+ */
+void		tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float *x,
+							  const void *packed, TfDType dt, const float *bias, int jlo, int jhi);
 
 /*
  * Threads (threads.h): a product of at least TF_PARALLEL_MIN_MACS

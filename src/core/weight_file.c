@@ -15,7 +15,7 @@
 #include "tensor_ops.h"
 
 #define WFILE_MAGIC "TFWEIGHT"
-#define WFILE_VERSION 4
+#define WFILE_VERSION 5
 #define WFILE_ENDIAN 0x01020304u
 #define NO_OFFSET UINT64_MAX
 #define VECTOR_DTYPE 255u		/* an fp32 vector, not a packed matrix */
@@ -220,6 +220,12 @@ matrix(Visit *v, TfMatrix *mat, size_t rows, size_t cols)
 }
 
 static void
+optional_matrix(Visit *v, TfMatrix *mat, size_t rows, size_t cols)
+{
+	field(v, &mat->data, &mat->dtype, rows, cols, 1);
+}
+
+static void
 vector(Visit *v, const float **p, size_t n, int optional)
 {
 	field(v, (const void **) p, NULL, n, 1, optional);
@@ -264,6 +270,8 @@ visit(Visit *v, TfModel *m)
 	matrix(v, &m->w.dec_embed, c->vocab, d);
 	matrix(v, &m->w.lm_head, c->vocab, d);
 	vector(v, &m->w.logits_bias, c->vocab, 1);
+	optional_matrix(v, &m->w.lm_head_screen, c->vocab, d);
+	vector(v, &m->w.lm_head_slack, c->vocab, 1);
 	vector(v, &m->w.enc_pos, (size_t) c->max_pos * d, 0);
 	vector(v, &m->w.dec_pos, (size_t) c->max_pos * d, 0);
 	vector(v, &m->w.pad_pos, d, 1);
@@ -283,7 +291,7 @@ visit(Visit *v, TfModel *m)
 static size_t
 count_fields(const TfModel *m)
 {
-	return 7 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 6;
+	return 9 + (size_t) m->cfg.enc_layers * 16 + (size_t) m->cfg.dec_layers * 26 + 6;
 }
 
 /* dims: 16 values, WHeader's dims then dims2 */

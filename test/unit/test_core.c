@@ -17,6 +17,7 @@
 
 #include "attention.h"
 #include "metrics.h"
+#include "model_internal.h"
 #include "online_softmax.h"
 #include "spm.h"
 #include "blas.h"
@@ -800,6 +801,8 @@ test_weight_file(void)
 	m.w.enc_embed = wf_matrix(40, d, TF_F32);
 	m.w.dec_embed = m.w.lm_head = m.w.enc_embed;
 	m.w.logits_bias = NULL;
+	m.w.lm_head_screen = wf_matrix(40, d, TF_BF16);
+	m.w.lm_head_slack = wf_take(4 * 40);
 	m.w.enc_pos = wf_take(4 * 10 * d);
 	m.w.dec_pos = m.w.enc_pos;
 	m.w.enc = enc;
@@ -839,6 +842,9 @@ test_weight_file(void)
 		int			same = why == NULL &&
 			(const char *) back.w.enc_embed.data - base == (const char *) m.w.enc_embed.data - wf_arena &&
 			back.w.lm_head.data == back.w.enc_embed.data && back.w.logits_bias == NULL &&
+			(const char *) back.w.lm_head_screen.data - base == (const char *) m.w.lm_head_screen.data - wf_arena &&
+			back.w.lm_head_screen.dtype == TF_BF16 &&
+			(const char *) back.w.lm_head_slack - base == (const char *) m.w.lm_head_slack - wf_arena &&
 			(const char *) dec2[1].cross_attn.o_b - base == (const char *) dec[1].cross_attn.o_b - wf_arena &&
 			dec2[1].fc2_w.dtype == TF_I8 && enc2[0].self_attn.o_w.dtype == TF_BF16 &&
 			memcmp(base, wf_arena, wf_used) == 0;
@@ -872,6 +878,161 @@ test_weight_file(void)
 	free(file);
 	free(copy);
 	free(wf_arena);
+}
+
+/* the first largest of a row, -1 if every value is -inf (greedy_step's top-1) */
+static int
+first_max(int n, const float *v)
+{
+	int			best = -1;
+
+	for (int j = 0; j < n; j++)
+		if (v[j] > -INFINITY && (best < 0 || v[j] > v[best]))
+			best = j;
+	return best;
+}
+
+/*
+ * Greedy decoding's screen (greedy_screen.c) against the full fp32 output
+ * layer: the same token after the logits processors, ties included, and
+ * the candidates' logits bitwise the full product's.  The matrix has
+ * clusters of rows a few bf16 ulps apart (the screen alone would rank them
+ * wrongly), exact duplicates (ties), and 1000 rows (a cut panel); the
+ * options ban the top token, penalize repeats, force EOS.
+ */
+static void
+test_greedy_screen(void)
+{
+	enum
+	{
+		V = 1000, D = 64, TRIALS = 3000
+	};
+	TfModel		m;
+	TfDecodeOptions opt;
+	float	   *w = malloc(sizeof(float) * V * D);
+	float	   *packed = aligned_alloc(64, tf_packed_size(V, D, TF_F32));
+	uint16_t   *screen = aligned_alloc(64, tf_packed_size(V, D, TF_BF16));
+	float	   *slack = malloc(sizeof(float) * V);
+	float	   *bias = malloc(sizeof(float) * V);
+	float	   *full = malloc(sizeof(float) * V);
+	float	   *row = malloc(sizeof(float) * V);
+	float	   *scratch = malloc(sizeof(float) * V);
+	float		x[D];
+	int			seq[4] = {0, 0, 0, 0};
+	int			tmp[8];
+	int			bad_off[2] = {0, 1};
+	int			bad_ids[1];
+	int			wrong = 0,
+				unequal = 0,
+				narrow = 0,
+				decided = 0;
+
+	srand(23);
+	for (int i = 0; i < V * D; i++)
+		w[i] = ((float) rand() / RAND_MAX - 0.5f) * 0.2f;
+	/* clusters: rows 10c+1..10c+9 = row 10c, moved by a few bf16 ulps */
+	for (int c = 0; c < V / 10; c++)
+		for (int r = 1; r < 10; r++)
+			for (int i = 0; i < D; i++)
+				w[(10 * c + r) * D + i] = w[10 * c * D + i] *
+					(1.0f + ((float) rand() / RAND_MAX - 0.5f) * 0.03f);
+	memcpy(w + 999 * D, w + 990 * D, sizeof(float) * D);	/* a tie: the lower id wins */
+	for (int j = 0; j < V; j++)
+		bias[j] = ((float) rand() / RAND_MAX - 0.5f) * 0.01f;
+	tf_pack_panels(V, D, packed, w, TF_F32);
+	memset(screen, 0, tf_packed_size(V, D, TF_BF16));
+	tf_screen_pack_rows(D, screen, slack, packed, 0, 600);
+	tf_screen_pack_rows(D, screen, slack, packed, 600, V - 600);
+
+	memset(&m, 0, sizeof(m));
+	m.cfg.vocab = V;
+	m.cfg.d_model = D;
+	m.cfg.eos_id = 2;
+	m.w.lm_head = (TfMatrix) {packed, TF_F32};
+	m.w.lm_head_screen = (TfMatrix) {screen, TF_BF16};
+	m.w.lm_head_slack = slack;
+	m.w.logits_bias = bias;
+
+	for (int t = 0; t < TRIALS; t++)
+	{
+		int			kind = t % 5;
+		int			want,
+					got,
+					cands = 0;
+
+		/* x: near a cluster's row, so that its rows decide */
+		{
+			int			c = rand() % (V / 10);
+
+			for (int i = 0; i < D; i++)
+				x[i] = w[10 * c * D + i] * 20.0f + ((float) rand() / RAND_MAX - 0.5f) * 0.5f;
+		}
+		memset(&opt, 0, sizeof(opt));
+		opt.beam_size = 1;
+		opt.max_length = 100;
+		opt.repetition_penalty = 1.0;
+		opt.forced_eos_id = -1;
+		opt.forced_bos_id = -1;
+		tf_linear(1, V, D, full, x, packed, TF_F32, bias);
+		if (kind == 1 || kind == 2)
+		{
+			/* ban (kind 1) or penalize (kind 2) the unprocessed winner */
+			bad_ids[0] = first_max(V, full);
+			seq[1] = seq[2] = bad_ids[0];
+			if (kind == 1)
+			{
+				opt.nbad = 1;
+				opt.bad_off = bad_off;
+				opt.bad_ids = bad_ids;
+			}
+			else
+				opt.repetition_penalty = 3.0;
+		}
+		if (kind == 3)
+			opt.min_length = 10;
+		if (kind == 4 && t % 10 == 4)
+		{
+			opt.forced_eos_id = 2;
+			opt.max_length = 4;
+		}
+		memcpy(row, full, sizeof(float) * V);
+		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
+		want = first_max(V, row);
+
+		tf_linear(1, V, D, row, x, screen, TF_BF16, bias);
+		tf_screen_greedy_row(&m, &opt, seq, 3, x, row, scratch, tmp);
+		for (int j = 0; j < V; j++)
+			if (row[j] > -INFINITY)
+			{
+				cands++;
+				if (memcmp(&row[j], &full[j], 4) != 0)
+					unequal++;
+			}
+		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
+		got = first_max(V, row);
+		wrong += got != want;
+		narrow += cands <= 3 * TF_PANEL;
+		/* the screen's own best differs: the fp32 pass decided */
+		tf_linear(1, V, D, row, x, screen, TF_BF16, bias);
+		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
+		decided += first_max(V, row) != want;
+	}
+	printf("%-4s greedy screen: %d of %d tokens as the full fp32 layer's (%d decided by the fp32 pass), "
+		   "%d candidate logits not bitwise, %d steps with <= 3 panels\n",
+		   wrong == 0 && unequal == 0 && decided >= 50 && narrow >= TRIALS * 9 / 10 ? "ok" : "FAIL",
+		   TRIALS - wrong, TRIALS, decided, unequal, narrow);
+	if (wrong == 0 && unequal == 0 && decided >= 50 && narrow >= TRIALS * 9 / 10)
+		passed++;
+	else
+		failed++;
+	free(w);
+	free(packed);
+	free(screen);
+	free(slack);
+	free(bias);
+	free(full);
+	free(row);
+	free(scratch);
 }
 
 /* tf_matmul with few rows of a (this file's kernels, not sgemm), both layouts of b. */
@@ -1552,6 +1713,7 @@ main(int argc, char **argv)
 	test_int8();
 	test_threads();
 	test_weight_file();
+	test_greedy_screen();
 	test_metrics();
 
 	printf("%d passed, %d failed\n", passed, failed);

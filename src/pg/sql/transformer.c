@@ -145,6 +145,17 @@ _PG_init(void)
 							 0,
 							 check_cpu_kernels, assign_cpu_kernels, NULL);
 
+	DefineCustomBoolVariable("transformer.greedy_screen",
+							 "Lets greedy decoding read an fp32 output layer in bf16 first.",
+							 "The tokens are the same either way: each logit is bounded, and the few tokens that "
+							 "could win are computed in fp32 (see the manual's performance chapter); off reads "
+							 "the whole fp32 layer at every step, for comparisons.",
+							 &tf_greedy_screen,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomStringVariable("transformer.default_model",
 							   "Sets the model that translate(input) uses.",
 							   NULL,

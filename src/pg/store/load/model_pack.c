@@ -615,6 +615,42 @@ encoder_embeddings(WeightBuilder *wb, MemoryContext cxt)
 	m->w.dec_pos = table;
 }
 
+/*
+ * Greedy decoding's screen of an fp32 output layer (greedy_screen.c): the
+ * matrix rounded to bf16, and each row's bound, after the matrix.
+ */
+static void
+screen_lm_head(WeightBuilder *wb)
+{
+	TfModel    *m = wb->m;
+	size_t		vocab = m->cfg.vocab;
+	size_t		d = m->cfg.d_model;
+	uint16	   *screen = arena_take(wb, tf_packed_size(vocab, d, TF_BF16), "lm_head screen");
+	float	   *slack = arena_take(wb, sizeof(float) * vocab, "lm_head slack");
+
+	for (size_t r = 0; r < vocab; r += 4096)
+	{
+		CHECK_FOR_INTERRUPTS();
+		tf_screen_pack_rows(d, screen, slack, m->w.lm_head.data, r, Min(4096, vocab - r));
+	}
+	m->w.lm_head_screen.data = screen;
+	m->w.lm_head_screen.dtype = TF_BF16;
+	m->w.lm_head_slack = slack;
+}
+
+/* The tensor that becomes lm_head (see build_weights), or NULL */
+static const StoredTensor *
+lm_head_tensor(const StoredTensor *tensors, int ntensors)
+{
+	static const char *const names[] = {"lm_head.weight", "model.decoder.embed_tokens.weight", "model.shared.weight"};
+
+	for (int k = 0; k < lengthof(names); k++)
+		for (int i = 0; i < ntensors; i++)
+			if (strcmp(tensors[i].name, names[k]) == 0)
+				return &tensors[i];
+	return NULL;
+}
+
 static Size build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt,
 						  const char **arena, bool shapes_only, char *into, Size into_bytes);
 
@@ -656,6 +692,15 @@ ModelArenaBound(const TfModel *m, const StoredTensor *tensors, int ntensors)
 											 packed_dtype(m, &tensors[i])) + ARENA_ALIGN;
 		else
 			bytes += numel * sizeof(float) + ARENA_ALIGN;
+	}
+	/* an fp32 output layer's screen: bf16 and a bound per row (screen_lm_head) */
+	if (!c->encoder_only)
+	{
+		const StoredTensor *t = lm_head_tensor(tensors, ntensors);
+
+		if (t != NULL && t->ndim == 2 && packed_dtype(m, t) == TF_F32)
+			bytes += (double) tf_packed_size(t->shape[0], t->shape[1], TF_BF16) +
+				sizeof(float) * (double) t->shape[0] + 2 * ARENA_ALIGN;
 	}
 	if (bytes > (double) MAX_WEIGHT_BYTES)
 		ereport(ERROR,
@@ -733,6 +778,8 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 	if (m->w.lm_head.data == NULL)
 		m->w.lm_head = m->w.dec_embed;
 	m->w.logits_bias = weight(&wb, "final_logits_bias", false, c->vocab, 0);
+	if (!wb.shapes_only && m->w.lm_head.dtype == TF_F32)
+		screen_lm_head(&wb);
 
 	m->w.enc_pos = positions(&wb, "model.encoder.embed_positions.weight");
 	m->w.dec_pos = positions(&wb, "model.decoder.embed_positions.weight");
