@@ -114,6 +114,7 @@ import psycopg2  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 import torch  # noqa: E402
 import torch_decode as td  # noqa: E402
+import nllb  # noqa: E402  (bench/nllb.py: the NLLB-600M-shaped checkpoint)
 from ctranslate2.converters import Converter  # noqa: E402
 from ctranslate2.specs import common_spec, transformer_spec  # noqa: E402
 
@@ -245,10 +246,77 @@ class MarianDirConverter(Converter):
         return spec
 
 
+class NllbConverter(Converter):
+    """bench/nllb.py's NLLB-600M-shaped checkpoint (tools/m2m100_torch.py's
+    modules, Hugging Face's names) as a CTranslate2 TransformerSpec, as
+    CTranslate2's own converter does it for M2M100ForConditionalGeneration
+    (converters/transformers.py: M2M100Loader on BartLoader): pre-norm,
+    no embedding norm, the final norms, relu, embeddings scaled by
+    sqrt(d_model), the sinusoidal table from its offset (2) on, q/k/v
+    fused for self-attention and k/v for cross-attention, decoder start
+    </s>.  The vocabulary: each id's token is "t<id>" (the tiny tokenizer
+    names only its own pieces; both sides are given and return ids)."""
+
+    def __init__(self, directory):
+        self.dir = directory
+
+    def _load(self):
+        model = nllb.load_model(self.dir)
+        cfg = model.cfg
+        spec = transformer_spec.TransformerSpec.from_config(
+            (cfg["encoder_layers"], cfg["decoder_layers"]), cfg["encoder_attention_heads"],
+            pre_norm=True, activation=ACTIVATIONS[cfg["activation_function"]], layernorm_embedding=False)
+        t = lambda x: x.detach().numpy()
+
+        def linear(s, mod):
+            s.weight = t(mod.weight)
+            if mod.bias is not None:
+                s.bias = t(mod.bias)
+
+        def fused(s, mods):
+            s.weight = np.concatenate([t(x.weight) for x in mods])
+            s.bias = np.concatenate([t(x.bias) for x in mods])
+
+        def norm(s, mod):
+            s.gamma, s.beta = t(mod.weight), t(mod.bias)
+
+        for ss, mod in ((spec.encoder, model.model.encoder), (spec.decoder, model.model.decoder)):
+            ss.scale_embeddings = math.sqrt(cfg["d_model"]) if cfg["scale_embedding"] else 1.0
+            ss.position_encodings.encodings = t(mod.embed_positions.weights[mod.embed_positions.offset:])
+            (ss.embeddings[0] if isinstance(ss.embeddings, list) else ss.embeddings).weight = t(mod.embed_tokens.weight)
+            norm(ss.layer_norm, mod.layer_norm)
+            for ls, layer in zip(ss.layer, mod.layers):
+                a = layer.self_attn
+                fused(ls.self_attention.linear[0], [a.q_proj, a.k_proj, a.v_proj])
+                linear(ls.self_attention.linear[1], a.out_proj)
+                norm(ls.self_attention.layer_norm, layer.self_attn_layer_norm)
+                if hasattr(layer, "encoder_attn"):
+                    x = layer.encoder_attn
+                    fused(ls.attention.linear[0], [x.q_proj])
+                    fused(ls.attention.linear[1], [x.k_proj, x.v_proj])
+                    linear(ls.attention.linear[2], x.out_proj)
+                    norm(ls.attention.layer_norm, layer.encoder_attn_layer_norm)
+                linear(ls.ffn.linear_0, layer.fc1)
+                linear(ls.ffn.linear_1, layer.fc2)
+                norm(ls.ffn.layer_norm, layer.final_layer_norm)
+        linear(spec.decoder.projection, model.lm_head)
+        tokens = ["t%d" % i for i in range(cfg["vocab_size"])]
+        spec.register_source_vocabulary(tokens)
+        spec.register_target_vocabulary(tokens)
+        spec.config.bos_token, spec.config.eos_token, spec.config.unk_token = "t0", "t2", "t3"
+        spec.config.decoder_start_token = "t%d" % cfg["decoder_start_token_id"]
+        spec.config.layer_norm_epsilon = 1e-5
+        return spec
+
+
 def convert(directory, name, quantization):
     out = os.path.join(OUT, "%s_%s" % (name, quantization))
     t0 = time.time()
-    MarianDirConverter(directory).convert(out, quantization=quantization, force=True)
+    if name == "nllb":
+        if not os.path.exists(os.path.join(out, "model.bin")):      # 2.4 GB: converted once
+            NllbConverter(directory).convert(out, quantization=quantization, force=True)
+    else:
+        MarianDirConverter(directory).convert(out, quantization=quantization, force=True)
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     log("  converted %s with quantization %s: %s, %.1f MB, %.1f s" % (directory, quantization, out, size / 1e6,
                                                                      time.time() - t0))
@@ -388,6 +456,18 @@ class Model:
     def source_ids(self, s):
         return [self.vocab.get(p, self.unk) for p in self.pieces(s)]
 
+    def same_source(self, cur, s):
+        cur.execute("SELECT tokenize(%s, %s)", (s, self.sql["fp32"] + "/source"))
+        return list(cur.fetchone()[0]) + [self.gen["eos_token_id"]] == self.source_ids(s)
+
+    def texts(self, cur, prec, c_out, c_ids):
+        """CTranslate2's ids through our detokenize(): the same detokenizer on both sides"""
+        out = []
+        for ids in c_ids:
+            cur.execute("SELECT detokenize(%s::int[], %s)", (ids, self.sql[prec] + "/target"))
+            out.append(cur.fetchone()[0])
+        return out
+
     def max_length(self, s):
         """translate()'s default: the config's, capped at 1 + ceil(3 x source ids)."""
         return min(self.max_len_cfg, self.cfg["max_position_embeddings"] + 1, 1 + math.ceil(3 * len(self.pieces(s))))
@@ -442,6 +522,72 @@ class Model:
         return secs, list(out)
 
 
+class NllbModel(Model):
+    """NLLB-600M's shapes (bench/nllb.py's checkpoint: random weights, the
+    tiny tokenizer of test/fixtures/checkpoints/nllb_tiny, EOS never wins):
+    German in, English out (forced BOS eng_Latn), every sentence
+    max_new_tokens long on both sides.  Ours: generate()/translate() with
+    source_lang, target_lang and max_new_tokens; CTranslate2: the source
+    ids [deu_Latn] pieces </s> from NllbTokenizer (tools/nllb_tokenizer.py,
+    timed), target_prefix [eng_Latn], max_decoding_length max_new_tokens,
+    the ids back through NllbTokenizer.decode (timed)."""
+
+    def __init__(self, directory, sql_name, max_new):
+        self.label, self.dir, self.lang = "nllb", directory, "de"
+        self.sql = {"fp32": sql_name, "int8": sql_name + "_int8", "bf16": sql_name}
+        with open(os.path.join(directory, "config.json")) as f:
+            self.cfg = json.load(f)
+        self.gen = {"eos_token_id": 2}
+        self.tok = nllb.nt.from_pretrained(directory)
+        self.tok.src_lang = nllb.SRC_LANG
+        self.forced = self.tok.lang_id(nllb.TGT_LANG)
+        self.max_new = max_new
+        self.ct2_opts = {"return_end_token": True, "return_scores": False}
+
+    def source_ids(self, s):
+        return self.tok.encode(s)
+
+    def same_source(self, cur, s):
+        cur.execute("SELECT tokenize(%s, %s)", (s, self.sql["fp32"] + "/source"))
+        return [self.tok.lang_id(nllb.SRC_LANG)] + list(cur.fetchone()[0]) + [2] == self.source_ids(s)
+
+    def max_length(self, s):
+        return self.max_new
+
+    def settings(self):
+        return ("%s -> %s, max_new_tokens %d on both sides (CTranslate2: target_prefix [%s], "
+                "max_decoding_length %d)" % (nllb.SRC_LANG, nllb.TGT_LANG, self.max_new, nllb.TGT_LANG, self.max_new))
+
+    def ct2(self, tr, texts, beam, L, reps=1, patience=1):
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            res = tr.translate_batch([["t%d" % i for i in self.tok.encode(s)] for s in texts],
+                                     target_prefix=[["t%d" % self.forced]] * len(texts), beam_size=beam,
+                                     patience=patience, max_decoding_length=self.max_new, **self.ct2_opts)
+            ids = [[int(t[1:]) for t in r.hypotheses[0] if t != "t2"] for r in res]
+            out = [self.tok.decode(h, skip_special_tokens=True) for h in ids]
+            ts.append(time.perf_counter() - t0)
+        return sorted(ts)[len(ts) // 2], out, ids
+
+    def texts(self, cur, prec, c_out, c_ids):
+        return c_out
+
+    def translate_sql(self, prec, text_sql, beam, L):
+        return ("SELECT translate(%s, %s, beam_size => %d, source_lang => %s, target_lang => %s, "
+                "max_new_tokens => %d, split => false, keep => '{}')"
+                % (text_sql, q(self.sql[prec]), beam, q(nllb.SRC_LANG), q(nllb.TGT_LANG), self.max_new))
+
+    def ours(self, cur, prec, s, beam, L, reps=1):
+        self.compute_type(cur, prec)
+        gen = ("SELECT generate(%s, %s, beam_size => %d, source_lang => %s, target_lang => %s, max_new_tokens => %d)"
+               % (q(s), q(self.sql[prec]), beam, q(nllb.SRC_LANG), q(nllb.TGT_LANG), self.max_new))
+        cur.execute("SELECT * FROM pg_temp.timed_one(%s, %s, %s)",
+                    (self.translate_sql(prec, q(s), beam, L), gen, reps))
+        secs, txt, ids = cur.fetchone()
+        return secs, txt, list(ids)
+
+
 def first_diff(a, b):
     i = 0
     while i < min(len(a), len(b)) and a[i] == b[i]:
@@ -449,11 +595,24 @@ def first_diff(a, b):
     return i
 
 
-def import_models(cur, which):
+def import_models(cur, which, args):
     models = []
     cur.execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS transformer")
     for m in which:
         t0 = time.time()
+        if m == "nllb":
+            st_dir = args.nllb_dir
+            nllb.build(st_dir, st_dir + "_bin")
+            name = nllb.MODEL
+            cur.execute("SELECT count(*) FROM transformer_models WHERE name IN (%s, %s)", (name, name + "_int8"))
+            if cur.fetchone()[0] < 2:
+                for n in (name + "_int8", name):
+                    cur.execute("SELECT drop_model(%s)", (n,))
+                cur.execute("SELECT import_model(%s, %s)", (name, st_dir))
+                cur.execute("SELECT quantize_model(%s, %s)", (name, name + "_int8"))
+            log("%s: imported %s and quantize_model() to %s_int8 in %.1f s" % (m, name, name, time.time() - t0))
+            models.append(NllbModel(st_dir, name, args.nllb_new_tokens))
+            continue
         if m == "bundled":
             name, directory, lang = "multi30k_de_en", bl.BUNDLED, "de"
             for n in (name + "_int8", name):
@@ -483,7 +642,12 @@ def main():
     ap.add_argument("--batch-reps", type=int, default=3, help="runs of each batch, the sides alternating (median)")
     ap.add_argument("--quick", action="store_true", help="-n 20 --batch-n 64 --batch-reps 1")
     ap.add_argument("--reps", type=int, default=1, help="runs of each timing (median)")
-    ap.add_argument("--models", default="bundled,base")
+    ap.add_argument("--models", default="bundled,base,nllb",
+                    help="bundled, base (transformer-base), nllb (NLLB-600M's shapes, bench/nllb.py's checkpoint)")
+    ap.add_argument("--nllb-n", type=int, default=10, help="sentences of nllb timed one at a time")
+    ap.add_argument("--nllb-batch-n", type=int, default=32, help="sentences of nllb's batch part")
+    ap.add_argument("--nllb-new-tokens", type=int, default=32, help="nllb's max_new_tokens (every sentence that long)")
+    ap.add_argument("--nllb-dir", default="/tmp/transformer_bench_nllb600m", help="bench/nllb.py's checkpoint (built if absent)")
     ap.add_argument("--parts", default="sentence,batch")
     ap.add_argument("--precisions", default="fp32,int8",
                     help="fp32, int8, and bf16: ours with transformer.compute_type = bf16 against CTranslate2 float32")
@@ -503,7 +667,7 @@ def main():
     conn = psycopg2.connect("")
     conn.autocommit = True
     cur = conn.cursor()
-    models = import_models(cur, args.models.split(","))
+    models = import_models(cur, args.models.split(","), args)
     cur.execute("SET transformer.threads = 1; SET client_min_messages = warning")
     cur.execute("SET transformer.cpu_kernels = %s", ("avx2" if args.isa == "avx2" else "auto",))
     cur.execute(TIMED)
@@ -529,15 +693,18 @@ def main():
                                             inter_threads=1, intra_threads=1)
             log("  CTranslate2 %s: %s, compute_type %s, intra_threads 1, inter_threads 1" % (
                 p, ct2_dirs[p], trs[p].compute_type))
-        n_all = max(args.n if "sentence" in parts else 0, args.batch_n if "batch" in parts else 0)
+        n_sent, n_batch = args.n, args.batch_n
+        if m.label == "nllb":       # 615M parameters: fewer sentences
+            n_sent, n_batch = min(n_sent, args.nllb_n), min(n_batch, args.nllb_batch_n)
+        n_all = max(n_sent if "sentence" in parts else 0, n_batch if "batch" in parts else 0)
         sents = bl.sentences(m.lang, n_all)
         # our source ids are SentencePiece's pieces through vocab.json, then EOS
         same_src = 0
         for s in sents:
-            cur.execute("SELECT tokenize(%s, %s)", (s, m.sql["fp32"] + "/source"))
-            same_src += list(cur.fetchone()[0]) + [m.gen["eos_token_id"]] == m.source_ids(s)
-        log("  source ids: SQL tokenize() + EOS = SentencePiece pieces + %s through vocab.json: %d/%d"
-            % (m.eos, same_src, len(sents)))
+            same_src += m.same_source(cur, s)
+        log("  source ids: SQL tokenize() (+ the languages) + EOS = %s: %d/%d"
+            % ("NllbTokenizer's" if m.label == "nllb" else "SentencePiece pieces + %s through vocab.json" % m.eos,
+               same_src, len(sents)))
         # warm both sides (load, pack, first allocations)
         for p in precs:
             m.ours(cur, p, sents[0], 4, m.max_length(sents[0]))
@@ -546,7 +713,7 @@ def main():
         if "int8" in precs:
             alt = ctranslate2.Translator(ct2_dirs["fp32"], device="cpu", compute_type="int8_float32",
                                          inter_threads=1, intra_threads=1)
-            k = min(5, len(sents))
+            k = min(2 if m.label == "nllb" else 5, len(sents))
             same = sum(m.ct2(alt, [s], b, m.max_length(s))[2] == m.ct2(trs["int8"], [s], b, m.max_length(s))[2]
                        for s in sents[:k] for b in (1, 4))
             log("  CTranslate2 int8: converted with quantization int8 vs fp32 conversion loaded with compute_type "
@@ -556,7 +723,7 @@ def main():
         # PyTorch fp32, the anchor of our older figures: bench/torch_decode.py (KV cache, cross K/V once,
         # inference_mode, one thread), the same max_length rule (1 + ceil(3 x source ids), capped)
         dec = None
-        if not args.no_torch:
+        if not args.no_torch and m.label != "nllb":     # bench/nllb.py has NLLB against PyTorch
             torch.set_num_threads(1)
             dec = td.IncrementalDecoder(bl.mt.Translator(m.dir).model)
             dec.greedy(m.source_ids(sents[0]))
@@ -574,7 +741,7 @@ def main():
             diffs = {k: [] for k in t}
             int8_same = {(b, side): 0 for b in (1, 4) for side in ("ours", "ct2")}    # int8 ids = fp32 ids
             t_torch = {1: [], 4: []}
-            for i, s in enumerate(sents[: args.n]):
+            for i, s in enumerate(sents[: n_sent]):
                 L = m.max_length(s)
                 for b in (1, 4):
                     got = {}
@@ -608,15 +775,15 @@ def main():
                         int8_same[(b, "ours")] += got["int8"][0] == got["fp32"][0]
                         int8_same[(b, "ct2")] += got["int8"][1] == got["fp32"][1]
                 if (i + 1) % 10 == 0:
-                    log("  sentence %d/%d: %s" % (i + 1, args.n, ", ".join(
+                    log("  sentence %d/%d: %s" % (i + 1, n_sent, ", ".join(
                         "%s %s %.1f/%.1f ms" % ("greedy" if b == 1 else "beam 4", p, 1e3 * t[(b, p)]["ct2"][-1],
                                                 1e3 * t[(b, p)]["ours"][-1]) for b in (1, 4) for p in precs)))
-            n = args.n
+            n = n_sent
             log("  per sentence: other processes used %.2f cores" % meter.others())
             if "int8" in precs and "fp32" in precs:
                 log("  int8 ids = fp32 ids of the same side: ours greedy %d/%d, beam 4 %d/%d; CTranslate2 greedy "
-                    "%d/%d, beam 4 %d/%d" % (int8_same[(1, "ours")], args.n, int8_same[(4, "ours")], args.n,
-                                             int8_same[(1, "ct2")], args.n, int8_same[(4, "ct2")], args.n))
+                    "%d/%d, beam 4 %d/%d" % (int8_same[(1, "ours")], n, int8_same[(4, "ours")], n,
+                                             int8_same[(1, "ct2")], n, int8_same[(4, "ct2")], n))
             for (b, p), tt in t.items():
                 r = [c / o for c, o in zip(tt["ct2"], tt["ours"])]
                 rt = [x / o for x, o in zip(t_torch[b], tt["ours"])]
@@ -636,7 +803,7 @@ def main():
         if "batch" in parts:
             meter = LoadMeter(backend)
             B = args.batch
-            groups = [sents[i: i + B] for i in range(0, args.batch_n, B)]
+            groups = [sents[i: i + B] for i in range(0, n_batch, B)]
             for p in precs:        # a first batch on each side, untimed (allocations of batch size)
                 L = max(m.max_length(s) for s in groups[0])
                 m.ours_batch(cur, p, groups[0], 4, L)
@@ -664,16 +831,11 @@ def main():
                     o_secs, c_secs = statistics.median(os_), statistics.median(cs_)
                     o_t.append(o_secs)
                     c_t.append(c_secs)
-                    c_sql = []
-                    for ids in c_ids:
-                        cur.execute("SELECT detokenize(%s::int[], %s)", (ids, m.sql[p] + "/target"))
-                        c_sql.append(cur.fetchone()[0])
+                    c_sql = m.texts(cur, p, c_out, c_ids)
                     ok += sum(a == b for a, b in zip(o_out, c_sql))
                     if c_sql != o_out:          # the same with patience 2 (untimed)
-                        c2 = m.ct2(trs[p], g, 4, L, patience=2)[2]
-                        for ids, o in zip(c2, o_out):
-                            cur.execute("SELECT detokenize(%s::int[], %s)", (ids, m.sql[p] + "/target"))
-                            ok2 += cur.fetchone()[0] == o
+                        _, c2_out, c2 = m.ct2(trs[p], g, 4, L, patience=2)
+                        ok2 += sum(a == b for a, b in zip(m.texts(cur, p, c2_out, c2), o_out))
                     else:
                         ok2 += len(g)
                     total += len(g)

@@ -690,7 +690,7 @@ quantize_input_avx2(size_t k, uint8_t *q, float *scale, int32_t *zero, const flo
 }
 
 static T_AVX2 void
-block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
+block_avx2_narrow(size_t m, size_t n, size_t k, float *y, const QInput *x,
 		   const void *packed, const float *bias, size_t jlo, size_t jhi)
 {
 	size_t		k4 = groups_of(k);
@@ -711,6 +711,134 @@ block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
 				avx2_tile(1, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
 		}
 	}
+}
+
+/*
+ * AVX2 for 3 rows or more: the panel's weights widened to s16 once per call
+ * (AVX2_KC groups at a time, on the stack), in the order vpmaddwd wants
+ * them: per group, 4 vectors of 8 rows' (w0, w1) pairs, then 4 of their
+ * (w2, w3) pairs; x's bytes widened once too, so that a pair (x0, x1) is
+ * one vpbroadcastd from memory.  Then each accumulator holds 8 whole
+ * outputs (no pair sums after), 3 rows × 4 accumulators fit the 16
+ * registers, and the inner loop is vpmaddwd + vpaddd: without the
+ * widening, which the tile above repeats for every 2 rows.
+ */
+#define AVX2_KC 64
+#define AVX2_WIDE_MR 3
+
+/* groups [g0, g0 + gn) of a panel as s16 pairs: out (gn, 8 vectors of 16) */
+static T_AVX2 void
+widen_panel_avx2(const int8_t *panel, size_t g0, size_t gn, int16_t *out)
+{
+	/* in each 128-bit lane (4 rows × 4 bytes): the rows' bytes 0-1, then 2-3 */
+	const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+										  0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+
+	for (size_t g = 0; g < gn; g++)
+	{
+		const int8_t *wg = panel + (g0 + g) * TF_PANEL * 4;
+		int16_t    *o = out + g * 8 * 16;
+
+		for (int h = 0; h < 4; h++)
+		{
+			__m256i		v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *) (wg + 32 * h)), pick);
+
+			/* rows 8h..8h+7: (w0, w1) pairs from both lanes' low halves, (w2, w3) from the high */
+			v = _mm256_permute4x64_epi64(v, 0xd8);
+			_mm256_storeu_si256((__m256i *) (o + 16 * h), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)));
+			_mm256_storeu_si256((__m256i *) (o + 16 * (4 + h)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)));
+		}
+	}
+}
+
+/* R rows (R <= 3) by a panel, groups [0, gn) of the widened chunk: sums += */
+static ALWAYS_INLINE T_AVX2 void
+wide_tile_avx2(const int R, size_t gn, const int16_t *wbuf, const int16_t *xw, size_t ldx,
+			   int32_t *sums, bool first)
+{
+	__m256i		acc[AVX2_WIDE_MR][4];
+
+	for (int i = 0; i < R; i++)
+		for (int h = 0; h < 4; h++)
+			acc[i][h] = first ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *) (sums + i * TF_PANEL + 8 * h));
+	for (size_t g = 0; g < gn; g++)
+	{
+		const __m256i *w = (const __m256i *) (wbuf + g * 8 * 16);
+
+		for (int i = 0; i < R; i++)
+		{
+			int32_t		p01,
+						p23;
+			__m256i		x01,
+						x23;
+
+			memcpy(&p01, xw + i * ldx + 4 * g, 4);
+			memcpy(&p23, xw + i * ldx + 4 * g + 2, 4);
+			x01 = _mm256_set1_epi32(p01);
+			x23 = _mm256_set1_epi32(p23);
+			for (int h = 0; h < 4; h++)
+				acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(x01, _mm256_loadu_si256(w + h)));
+			for (int h = 0; h < 4; h++)
+				acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(x23, _mm256_loadu_si256(w + 4 + h)));
+		}
+	}
+	for (int i = 0; i < R; i++)
+		for (int h = 0; h < 4; h++)
+			_mm256_storeu_si256((__m256i *) (sums + i * TF_PANEL + 8 * h), acc[i][h]);
+}
+
+static T_AVX2 void
+block_avx2_wide(size_t m, size_t n, size_t k, float *y, const QInput *x,
+				const void *packed, const float *bias, size_t jlo, size_t jhi)
+{
+	size_t		k4 = groups_of(k);
+	size_t		ld = x->ld;
+	const float *sw = row_scales(packed, n, k);
+	const int32_t *wsum = row_sums(packed, n, k);
+	int16_t		wbuf[AVX2_KC * 8 * 16] __attribute__((aligned(32)));
+	int32_t		sums[QBLOCK_ROWS * TF_PANEL] __attribute__((aligned(32)));
+	int16_t		xw[QBLOCK_BYTES] __attribute__((aligned(32)));
+
+	/* x's block (m rows of ld bytes, m * ld <= QBLOCK_BYTES) as s16 */
+	for (size_t i = 0; i + 16 <= m * ld; i += 16)
+		_mm256_storeu_si256((__m256i *) (xw + i),
+							_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) (x->q + i))));
+	for (size_t i = (m * ld) / 16 * 16; i < m * ld; i++)
+		xw[i] = x->q[i];
+
+	for (size_t j0 = jlo; j0 < jhi; j0 += TF_PANEL)
+	{
+		const int8_t *panel = (const int8_t *) packed + j0 * k4 * 4;
+		size_t		cols = n - j0 < TF_PANEL ? n - j0 : TF_PANEL;
+
+		for (size_t g0 = 0; g0 < k4; g0 += AVX2_KC)
+		{
+			size_t		gn = k4 - g0 < AVX2_KC ? k4 - g0 : AVX2_KC;
+			size_t		r = 0;
+
+			widen_panel_avx2(panel, g0, gn, wbuf);
+			for (; r + AVX2_WIDE_MR <= m; r += AVX2_WIDE_MR)
+				wide_tile_avx2(AVX2_WIDE_MR, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
+			if (m - r == 2)
+				wide_tile_avx2(2, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
+			else if (m - r == 1)
+				wide_tile_avx2(1, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
+		}
+		for (size_t r = 0; r < m; r++)
+			dequant_row(cols, y + r * n + j0, sums + r * TF_PANEL, x->scale[r], x->zero[r],
+						sw + j0, wsum + j0, bias ? bias + j0 : NULL);
+	}
+}
+
+/* the AVX2 family: 1 or 2 rows widen the weights as they go, more widen them once */
+static T_AVX2 void
+block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
+		   const void *packed, const float *bias, size_t jlo, size_t jhi)
+{
+	if (m >= AVX2_WIDE_MR)
+		block_avx2_wide(m, n, k, y, x, packed, bias, jlo, jhi);
+	else
+		block_avx2_narrow(m, n, k, y, x, packed, bias, jlo, jhi);
 }
 
 static bool

@@ -709,6 +709,45 @@ test_int8_amx(void)
 	tf_cpu_kernels(TF_LEVEL_AUTO);
 }
 
+/*
+ * AVX2 with 3 rows or more (gemm_int8.c's block_avx2_wide): tiles of 3 rows
+ * and the 1 or 2 left, the weights widened 64 groups of 4 columns at a time
+ * (in_dim past 256 takes several chunks), a last panel cut short; 1 and 2
+ * rows keep the narrow kernel -- bitwise as portable.
+ */
+static void
+test_int8_avx2(void)
+{
+	static const int shapes[][3] = {
+		{3, 32, 64}, {4, 100, 300}, {5, 64, 520}, {2, 40, 300}, {1, 33, 260}, {7, 96, 256}, {128, 33, 1024}
+	};
+	char		what[128];
+
+	if (tf_cpu_kernels(TF_LEVEL_AVX2) == NULL)
+	{
+		printf("ok - # SKIP int8 avx2: this CPU has no AVX2\n");
+		return;
+	}
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+	{
+		int			m = shapes[s][0],
+					n = shapes[s][1],
+					k = shapes[s][2];
+		float	   *avx2,
+				   *base;
+
+		tf_cpu_kernels(TF_LEVEL_AVX2);
+		avx2 = int8_product(m, n, k);
+		tf_cpu_kernels(TF_LEVEL_PORTABLE);
+		base = int8_product(m, n, k);
+		snprintf(what, sizeof(what), "int8 %dx%dx%d bitwise the same as portable", m, n, k);
+		ok(same_bits(avx2, base, (size_t) m * n), what, "avx2");
+		free(avx2);
+		free(base);
+	}
+	tf_cpu_kernels(TF_LEVEL_AUTO);
+}
+
 int
 main(void)
 {
@@ -790,6 +829,7 @@ main(void)
 	ok(best != NULL && strcmp(best, names[tf_cpu_level(TF_LEVEL_AUTO)]) == 0, "auto is the best level", best);
 	check_families(tf_cpu_level(TF_LEVEL_AUTO), best, 1);
 	test_int8_amx();
+	test_int8_avx2();
 	ok(strcmp(openblas_get_corename(), blas_auto) == 0, "auto: OpenBLAS's own choice again", best);
 
 	free(base_soft);
