@@ -1,87 +1,110 @@
 /*
  * greedy_screen.c
- *		Greedy decoding's output layer read in half the bytes, with the same
- *		result.  No postgres.h.
+ *		Greedy decoding's output layer read in a quarter of the bytes, with
+ *		the same result.  No postgres.h.
  *
  * With one row per step (a sentence decoded greedily), the output layer is
  * a matrix-vector product over the whole vocabulary: for transformer-base,
  * 119 MB of fp32 weights read for each token, more than half of the step,
- * at the memory's speed.  Greedy search wants one thing of those logits:
- * the first largest after the logits processors.  So the step first reads
- * a bf16 copy of the matrix (the screen: each weight rounded to nearest
- * even, packed as TF_BF16, 2 bytes a weight) and bounds each logit:
+ * at the memory's speed (NLLB-600M: 1 GB).  Greedy search wants one thing
+ * of those logits: the first largest after the logits processors.  So the
+ * step first reads an int8 copy of the matrix (the screen: each row
+ * quantized as quantize_model() does, w ~ sw q), through tf_linear's int8
+ * product (x quantized too, x ~ sx (qx - zx)), and bounds each logit:
  *
- *   |z_j - s_j| <= ||x||_2 * slack_j,
- *   slack_j = ||w_j - bf16(w_j)||_2 + 2.5 * gamma_d * ||w_j||_2,
+ *   |z_j - s_j| <= ||x|| (||w_j - ŵ_j|| + 2.5 gamma_d ||w_j||)
+ *                  + (||x - x̂|| + 4u ||x̂||) ||ŵ_j||  (+ the bias's rounding)
  *
- * where z_j is the fp32 logit tf_linear computes, s_j the screened one and
- * gamma_d = d u / (1 - d u) (u = 2^-24) covers the rounding of both fp32
- * sums (Cauchy-Schwarz on the rounding of the weights, Higham's bound on
- * the sums; both use |bf16(w)| <= |w| (1 + 2^-8)).  The processors of
- * greedy search (repetition penalty, banned n-grams and words, minimum
- * length, forced BOS and EOS) are non-decreasing per token or set a token
- * to a constant, so they map bounds to bounds: every token whose processed
- * upper bound reaches the largest processed lower bound is a candidate, and
- * the winner is among them.  The candidates' panels are then computed in
- * fp32 by the same kernel as the full product (bitwise the same logits),
- * the other tokens set to -inf, and the search goes on as before: the same
- * token, ties included.  Typically 1 to 3 panels of 32 rows are read again.
+ * where z_j is the fp32 logit tf_linear computes, s_j the screened one,
+ * ŵ_j and x̂ the dequantized row and input, u = 2^-24 and gamma_d = d u /
+ * (1 - d u) (Higham's bound for the fp32 sum; the int8 sum is exact, its
+ * dequantizing step three roundings).  The two per-row factors are kept
+ * with the screen (slack: (vocab, 2)).  The processors of greedy search
+ * (repetition penalty, banned n-grams and words, minimum length, forced BOS
+ * and EOS) are non-decreasing per token or set a token to a constant, so
+ * they map bounds to bounds: every token whose processed upper bound
+ * reaches the largest processed lower bound is a candidate, and the winner
+ * is among them.  The candidates' panels are then computed in fp32 by the
+ * same kernel as the full product (bitwise the same logits), the other
+ * tokens set to -inf, and the search goes on as before: the same token,
+ * ties included.  A few panels of 32 rows are read again.
  */
 #include "model_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool		tf_greedy_screen = true;
 
-/* float -> bf16, rounded to nearest even (finite values) */
-static inline uint16_t
-bf16_rne(float f)
-{
-	uint32_t	u;
+/* rows quantized at a time when the screen is built */
+#define SCREEN_ROWS 256
 
-	memcpy(&u, &f, 4);
-	return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+size_t
+tf_screen_slack_floats(size_t rows)
+{
+	return 2 * rows;
 }
 
 void
-tf_screen_pack_rows(size_t cols, uint16_t *screen, float *slack, const float *packed, size_t r0, size_t n)
+tf_screen_pack_rows(size_t rows, size_t cols, void *screen, float *slack, const float *packed,
+					size_t r0, size_t n)
 {
 	double		u = ldexp(1.0, -24);
 	double		gamma = cols * u / (1.0 - cols * u);
+	float	   *w = malloc(sizeof(float) * SCREEN_ROWS * cols);
+	int8_t	   *q = malloc(SCREEN_ROWS * cols);
+	float		scale[SCREEN_ROWS];
 
-	for (size_t r = r0; r < r0 + n; r++)
+	for (size_t b = r0; b < r0 + n; b += SCREEN_ROWS)
 	{
-		const float *w = packed + (r / TF_PANEL) * TF_PANEL * cols + r % TF_PANEL;
-		uint16_t   *s = screen + (r / TF_PANEL) * TF_PANEL * cols + r % TF_PANEL;
-		double		err2 = 0.0,
-					w2 = 0.0;
+		size_t		nb = r0 + n - b < SCREEN_ROWS ? r0 + n - b : SCREEN_ROWS;
 
-		for (size_t p = 0; p < cols; p++)
+		for (size_t i = 0; i < nb; i++)
+			tf_packed_row(rows, cols, w + i * cols, packed, TF_F32, b + i);
+		tf_quantize_rows(nb, cols, q, scale, w);
+		tf_pack_int8_rows(rows, cols, screen, q, scale, b, nb);
+		for (size_t i = 0; i < nb; i++)
 		{
-			float		f = w[p * TF_PANEL];
-			uint16_t	h = bf16_rne(f);
-			double		e = (double) f - (double) tf_bf16_to_float(h);
+			double		err2 = 0.0,
+						w2 = 0.0,
+						h2 = 0.0;
 
-			s[p * TF_PANEL] = h;
-			err2 += e * e;
-			w2 += (double) f * f;
+			for (size_t p = 0; p < cols; p++)
+			{
+				double		f = w[i * cols + p];
+				double		h = (double) scale[i] * q[i * cols + p];
+
+				err2 += (f - h) * (f - h);
+				w2 += f * f;
+				h2 += h * h;
+			}
+			/* rounded up, past the double sums' own rounding */
+			slack[2 * (b + i)] = (float) ((sqrt(err2) + 2.5 * gamma * sqrt(w2)) * (1.0 + 1e-6) + 1e-30);
+			slack[2 * (b + i) + 1] = (float) (sqrt(h2) * (1.0 + 1e-6) + 1e-30);
 		}
-		/* rounded up, past the double sums' own rounding */
-		slack[r] = (float) ((sqrt(err2) + 2.5 * gamma * sqrt(w2)) * (1.0 + 1e-6) + 1e-30);
 	}
+	free(w);
+	free(q);
+}
+
+size_t
+tf_screen_scratch_floats(const TfConfig *c)
+{
+	return (size_t) c->vocab + (c->d_model + 3) / 4 + 1;
 }
 
 bool
 tf_screen_usable(const TfModel *m)
 {
+	/* the bound is the int8 screen's (a file of another layout is refused before) */
 	return tf_greedy_screen && m->w.lm_head_screen.data != NULL && m->w.lm_head_slack != NULL &&
-		m->w.lm_head.dtype == TF_F32;
+		m->w.lm_head_screen.dtype == TF_I8 && m->w.lm_head.dtype == TF_F32;
 }
 
 /*
  * row: the screened logits s of one greedy row (vocab), x its input (d);
- * scratch: vocab floats.  On return, row holds the fp32 logits of the
+ * scratch: tf_screen_scratch_floats() floats.  On return, row holds the fp32 logits of the
  * candidates and -inf elsewhere: greedy_step's token is the one the full
  * fp32 row gives.  seq, len, tmp: as tf_process_logits.
  */
@@ -93,21 +116,36 @@ tf_screen_greedy_row(const TfModel *m, const TfDecodeOptions *opt, const int *se
 	int			vocab = c->vocab;
 	int			d = c->d_model;
 	const float *slack = m->w.lm_head_slack;
-	double		nx2 = 0.0;
-	float		nx;
+	uint8_t    *qx = (uint8_t *) (scratch + vocab);
+	float		sx;
+	int32_t		zx;
+	double		nx2 = 0.0,
+				dx2 = 0.0,
+				hx2 = 0.0;
+	float		nx,
+				cx;
 	float		tau = -INFINITY;
 	bool		usable = opt->repetition_penalty > 0.0;
 
+	/* x as the int8 product quantizes it: ||x||, ||x - x̂||, ||x̂|| */
+	tf_quantize_input(d, qx, &sx, &zx, x);
 	for (int i = 0; i < d; i++)
+	{
+		double		h = (double) sx * ((int32_t) qx[i] - zx);
+
 		nx2 += (double) x[i] * x[i];
+		dx2 += (x[i] - h) * (x[i] - h);
+		hx2 += h * h;
+	}
 	nx = (float) (sqrt(nx2) * (1.0 + 1e-6));
-	if (!isfinite(nx))
+	cx = (float) ((sqrt(dx2) + 4.0 * ldexp(1.0, -24) * sqrt(hx2)) * (1.0 + 1e-6));
+	if (!isfinite(nx) || !isfinite(cx))
 		usable = false;
 
 	/* the largest processed lower bound */
 	for (int j = 0; j < vocab && usable; j++)
 	{
-		float		e = nx * slack[j];
+		float		e = nx * slack[2 * j] + cx * slack[2 * j + 1];
 
 		if (!isfinite(row[j]) || !isfinite(e))
 			usable = false;

@@ -109,10 +109,11 @@ typedef struct TfWeights
 	TfMatrix	dec_embed;		/* (vocab, d), usually == enc_embed */
 	TfMatrix	lm_head;		/* (vocab, d), usually == dec_embed */
 	const float *logits_bias;	/* (vocab) final_logits_bias, or NULL */
-	TfMatrix	lm_head_screen;	/* (vocab, d) an fp32 lm_head rounded to bf16, packed
-								 * TF_BF16: greedy decoding's screen
-								 * (greedy_screen.c); data NULL: none */
-	const float *lm_head_slack;	/* (vocab) the screen's error bound per row, over ||x|| */
+	TfMatrix	lm_head_screen;	/* (vocab, d) an fp32 lm_head quantized, TF_I8:
+								 * greedy decoding's screen (greedy_screen.c);
+								 * data NULL: none */
+	const float *lm_head_slack;	/* (vocab, 2) the screen's error bound per row:
+								 * the factors of ||x|| and of ||x - x̂|| */
 	const float *enc_pos;		/* (max_pos, d) */
 	const float *pad_pos;		/* (d) the position of a pad id in the source when
 								 * tf_positions_skip_pad(): XLM-R's row padding_idx;
@@ -220,12 +221,14 @@ typedef struct TfDecodeOptions
 
 /*
  * Greedy decoding's screened output layer (greedy_screen.c): rows [r0, r0 +
- * n) of screen (tf_packed_size(rows, cols, TF_BF16) bytes) and slack (rows)
- * from an fp32 matrix packed in panels.  tf_greedy_screen: whether greedy steps use it
+ * n) of screen (tf_packed_size(rows, cols, TF_I8) bytes, zeroed first) and
+ * slack (tf_screen_slack_floats(rows)) from an fp32 (rows, cols) matrix
+ * packed in panels.  tf_greedy_screen: whether greedy steps use it
  * (transformer.greedy_screen); the tokens are the same either way.
  */
-void		tf_screen_pack_rows(size_t cols, uint16_t *screen, float *slack, const float *packed,
+void		tf_screen_pack_rows(size_t rows, size_t cols, void *screen, float *slack, const float *packed,
 								size_t r0, size_t n);
+size_t		tf_screen_slack_floats(size_t rows);
 extern bool tf_greedy_screen;
 
 /*

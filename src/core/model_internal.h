@@ -102,6 +102,7 @@ void		tf_decoder_step(const TfModel *m, RunState *s, int nr, const StepRow *rows
 /* greedy_screen.c: see there; steps of up to TF_SCREEN_ROWS rows use the screen */
 #define TF_SCREEN_ROWS 4
 bool		tf_screen_usable(const TfModel *m);
+size_t		tf_screen_scratch_floats(const TfConfig *c);
 void		tf_screen_greedy_row(const TfModel *m, const TfDecodeOptions *opt, const int *seq, int len,
 								 const float *x, float *row, float *scratch, int *tmp);
 

@@ -299,7 +299,7 @@ typedef struct SentenceSteps
 	const int  *first_row;		/* (nsent) each sentence's first row */
 	const float *x;				/* (rows, d) the rows' last hidden states */
 	bool		screen;			/* the logits are lm_head_screen's (greedy_screen.c) */
-	float	   *scratch;		/* (parts, vocab) for the screen */
+	float	   *scratch;		/* (parts, tf_screen_scratch_floats()) for the screen */
 	int		   *nnew;			/* (nsent) out: its new live beams, 0 when done */
 	Cand	   *cands;			/* (parts, K x 2K) */
 	Cand	   *top;			/* (parts, 2K) */
@@ -325,7 +325,7 @@ sentence_steps(void *arg, int part, int nparts)
 		if (K == 1 && j->screen)
 			tf_screen_greedy_row(j->m, &j->opt[i], h->toks, j->t,
 								 j->x + (size_t) j->first_row[i] * j->c->d_model, logits,
-								 j->scratch + (size_t) part * j->c->vocab, tmp);
+								 j->scratch + (size_t) part * tf_screen_scratch_floats(j->c), tmp);
 		if (K == 1)
 			j->nnew[i] = greedy_step(j->c, &j->opt[i], h, logits, j->t, tmp);
 		else
@@ -435,7 +435,7 @@ tf_translate_batch(const TfModel *m, int nsent, const int *const *src, const int
 	s.krows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
 	s.vrows = a->alloc(a->ctx, sizeof(float *) * (size_t) parts * s.T);
 	steps = (SentenceSteps) {m, c, opt, hs, nsent, K, s.logits, first_row, s.x, false,
-		screened ? a->alloc(a->ctx, sizeof(float) * (size_t) parts * c->vocab) : NULL,
+		screened ? a->alloc(a->ctx, sizeof(float) * (size_t) parts * tf_screen_scratch_floats(c)) : NULL,
 	nnew, cands, top, tmp, s.T + 1, 0};
 
 	for (int t = 1; t <= s.T; t++)

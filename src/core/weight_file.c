@@ -15,7 +15,7 @@
 #include "tensor_ops.h"
 
 #define WFILE_MAGIC "TFWEIGHT"
-#define WFILE_VERSION 5
+#define WFILE_VERSION 6
 #define WFILE_ENDIAN 0x01020304u
 #define NO_OFFSET UINT64_MAX
 #define VECTOR_DTYPE 255u		/* an fp32 vector, not a packed matrix */
@@ -271,7 +271,7 @@ visit(Visit *v, TfModel *m)
 	matrix(v, &m->w.lm_head, c->vocab, d);
 	vector(v, &m->w.logits_bias, c->vocab, 1);
 	optional_matrix(v, &m->w.lm_head_screen, c->vocab, d);
-	vector(v, &m->w.lm_head_slack, c->vocab, 1);
+	vector(v, &m->w.lm_head_slack, tf_screen_slack_floats(c->vocab), 1);
 	vector(v, &m->w.enc_pos, (size_t) c->max_pos * d, 0);
 	vector(v, &m->w.dec_pos, (size_t) c->max_pos * d, 0);
 	vector(v, &m->w.pad_pos, d, 1);

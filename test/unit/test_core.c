@@ -801,8 +801,8 @@ test_weight_file(void)
 	m.w.enc_embed = wf_matrix(40, d, TF_F32);
 	m.w.dec_embed = m.w.lm_head = m.w.enc_embed;
 	m.w.logits_bias = NULL;
-	m.w.lm_head_screen = wf_matrix(40, d, TF_BF16);
-	m.w.lm_head_slack = wf_take(4 * 40);
+	m.w.lm_head_screen = wf_matrix(40, d, TF_I8);
+	m.w.lm_head_slack = wf_take(4 * tf_screen_slack_floats(40));
 	m.w.enc_pos = wf_take(4 * 10 * d);
 	m.w.dec_pos = m.w.enc_pos;
 	m.w.enc = enc;
@@ -843,7 +843,7 @@ test_weight_file(void)
 			(const char *) back.w.enc_embed.data - base == (const char *) m.w.enc_embed.data - wf_arena &&
 			back.w.lm_head.data == back.w.enc_embed.data && back.w.logits_bias == NULL &&
 			(const char *) back.w.lm_head_screen.data - base == (const char *) m.w.lm_head_screen.data - wf_arena &&
-			back.w.lm_head_screen.dtype == TF_BF16 &&
+			back.w.lm_head_screen.dtype == TF_I8 &&
 			(const char *) back.w.lm_head_slack - base == (const char *) m.w.lm_head_slack - wf_arena &&
 			(const char *) dec2[1].cross_attn.o_b - base == (const char *) dec[1].cross_attn.o_b - wf_arena &&
 			dec2[1].fc2_w.dtype == TF_I8 && enc2[0].self_attn.o_w.dtype == TF_BF16 &&
@@ -896,9 +896,11 @@ first_max(int n, const float *v)
  * Greedy decoding's screen (greedy_screen.c) against the full fp32 output
  * layer: the same token after the logits processors, ties included, and
  * the candidates' logits bitwise the full product's.  The matrix has
- * clusters of rows a few bf16 ulps apart (the screen alone would rank them
- * wrongly), exact duplicates (ties), and 1000 rows (a cut panel); the
- * options ban the top token, penalize repeats, force EOS.
+ * clusters of rows a few int8 steps apart (the screen alone would rank them
+ * wrongly), exact duplicates (ties), and 1000 rows (a cut panel); a
+ * third of the inputs have an outlier (x's quantization error then
+ * dominates the bound); the options ban the top token, penalize repeats,
+ * force EOS.
  */
 static void
 test_greedy_screen(void)
@@ -911,12 +913,12 @@ test_greedy_screen(void)
 	TfDecodeOptions opt;
 	float	   *w = malloc(sizeof(float) * V * D);
 	float	   *packed = aligned_alloc(64, tf_packed_size(V, D, TF_F32));
-	uint16_t   *screen = aligned_alloc(64, tf_packed_size(V, D, TF_BF16));
-	float	   *slack = malloc(sizeof(float) * V);
+	void	   *screen = aligned_alloc(64, tf_packed_size(V, D, TF_I8));
+	float	   *slack = malloc(sizeof(float) * tf_screen_slack_floats(V));
 	float	   *bias = malloc(sizeof(float) * V);
 	float	   *full = malloc(sizeof(float) * V);
 	float	   *row = malloc(sizeof(float) * V);
-	float	   *scratch = malloc(sizeof(float) * V);
+	float	   *scratch;
 	float		x[D];
 	int			seq[4] = {0, 0, 0, 0};
 	int			tmp[8];
@@ -940,18 +942,19 @@ test_greedy_screen(void)
 	for (int j = 0; j < V; j++)
 		bias[j] = ((float) rand() / RAND_MAX - 0.5f) * 0.01f;
 	tf_pack_panels(V, D, packed, w, TF_F32);
-	memset(screen, 0, tf_packed_size(V, D, TF_BF16));
-	tf_screen_pack_rows(D, screen, slack, packed, 0, 600);
-	tf_screen_pack_rows(D, screen, slack, packed, 600, V - 600);
+	memset(screen, 0, tf_packed_size(V, D, TF_I8));
+	tf_screen_pack_rows(V, D, screen, slack, packed, 0, 600);
+	tf_screen_pack_rows(V, D, screen, slack, packed, 600, V - 600);
 
 	memset(&m, 0, sizeof(m));
 	m.cfg.vocab = V;
 	m.cfg.d_model = D;
 	m.cfg.eos_id = 2;
 	m.w.lm_head = (TfMatrix) {packed, TF_F32};
-	m.w.lm_head_screen = (TfMatrix) {screen, TF_BF16};
+	m.w.lm_head_screen = (TfMatrix) {screen, TF_I8};
 	m.w.lm_head_slack = slack;
 	m.w.logits_bias = bias;
+	scratch = malloc(sizeof(float) * tf_screen_scratch_floats(&m.cfg));
 
 	for (int t = 0; t < TRIALS; t++)
 	{
@@ -966,6 +969,9 @@ test_greedy_screen(void)
 
 			for (int i = 0; i < D; i++)
 				x[i] = w[10 * c * D + i] * 20.0f + ((float) rand() / RAND_MAX - 0.5f) * 0.5f;
+			/* an outlier: x's own quantization steps grow coarse */
+			if (t % 3 == 0)
+				x[t % D] += 30.0f;
 		}
 		memset(&opt, 0, sizeof(opt));
 		opt.beam_size = 1;
@@ -999,7 +1005,7 @@ test_greedy_screen(void)
 		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
 		want = first_max(V, row);
 
-		tf_linear(1, V, D, row, x, screen, TF_BF16, bias);
+		tf_linear(1, V, D, row, x, screen, TF_I8, bias);
 		tf_screen_greedy_row(&m, &opt, seq, 3, x, row, scratch, tmp);
 		for (int j = 0; j < V; j++)
 			if (row[j] > -INFINITY)
@@ -1013,7 +1019,7 @@ test_greedy_screen(void)
 		wrong += got != want;
 		narrow += cands <= 3 * TF_PANEL;
 		/* the screen's own best differs: the fp32 pass decided */
-		tf_linear(1, V, D, row, x, screen, TF_BF16, bias);
+		tf_linear(1, V, D, row, x, screen, TF_I8, bias);
 		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
 		decided += first_max(V, row) != want;
 	}
@@ -1021,7 +1027,46 @@ test_greedy_screen(void)
 		   "%d candidate logits not bitwise, %d steps with <= 3 panels\n",
 		   wrong == 0 && unequal == 0 && decided >= 50 && narrow >= TRIALS * 9 / 10 ? "ok" : "FAIL",
 		   TRIALS - wrong, TRIALS, decided, unequal, narrow);
-	if (wrong == 0 && unequal == 0 && decided >= 50 && narrow >= TRIALS * 9 / 10)
+
+	/*
+	 * x's quantization alone decides: x = (30, 0.047, ..., 0.047) quantizes
+	 * to (30, 0, ..., 0); row 0 = (0, 0.05, ..., 0.05) wins in fp32 (0.148)
+	 * but screens to 0, row 1 = (0.00247, 0, ...) screens to its 0.074.
+	 */
+	{
+		float		w2[TF_PANEL * D];
+		int			got;
+
+		memset(w2, 0, sizeof(w2));
+		for (int i = 1; i < D; i++)
+			w2[i] = 0.05f;
+		w2[D] = 0.00247f;
+		x[0] = 30.0f;
+		for (int i = 1; i < D; i++)
+			x[i] = 0.047f;
+		memset(&opt, 0, sizeof(opt));
+		opt.beam_size = 1;
+		opt.max_length = 100;
+		opt.repetition_penalty = 1.0;
+		opt.forced_eos_id = -1;
+		opt.forced_bos_id = -1;
+		m.cfg.vocab = TF_PANEL;
+		m.cfg.eos_id = 2;
+		m.w.logits_bias = NULL;
+		tf_pack_panels(TF_PANEL, D, packed, w2, TF_F32);
+		memset(screen, 0, tf_packed_size(TF_PANEL, D, TF_I8));
+		tf_screen_pack_rows(TF_PANEL, D, screen, slack, packed, 0, TF_PANEL);
+		tf_linear(1, TF_PANEL, D, row, x, screen, TF_I8, NULL);
+		decided = row[1] > row[0];
+		tf_screen_greedy_row(&m, &opt, seq, 3, x, row, scratch, tmp);
+		tf_process_logits(&m.cfg, &opt, false, row, seq, 3, tmp);
+		got = first_max(TF_PANEL, row);
+		printf("%-4s greedy screen: x's own quantization ranks row 1 first (%s), the fp32 pass row 0 (%d)\n",
+			   decided && got == 0 ? "ok" : "FAIL", decided ? "yes" : "no", got);
+		if (!(decided && got == 0))
+			wrong++;
+	}
+	if (wrong == 0 && unequal == 0 && narrow >= TRIALS * 9 / 10)
 		passed++;
 	else
 		failed++;

@@ -617,7 +617,7 @@ encoder_embeddings(WeightBuilder *wb, MemoryContext cxt)
 
 /*
  * Greedy decoding's screen of an fp32 output layer (greedy_screen.c): the
- * matrix rounded to bf16, and each row's bound, after the matrix.
+ * matrix quantized as quantize_model() would, and each row's bound.
  */
 static void
 screen_lm_head(WeightBuilder *wb)
@@ -625,16 +625,16 @@ screen_lm_head(WeightBuilder *wb)
 	TfModel    *m = wb->m;
 	size_t		vocab = m->cfg.vocab;
 	size_t		d = m->cfg.d_model;
-	uint16	   *screen = arena_take(wb, tf_packed_size(vocab, d, TF_BF16), "lm_head screen");
-	float	   *slack = arena_take(wb, sizeof(float) * vocab, "lm_head slack");
+	void	   *screen = arena_take(wb, tf_packed_size(vocab, d, TF_I8), "lm_head screen");
+	float	   *slack = arena_take(wb, sizeof(float) * tf_screen_slack_floats(vocab), "lm_head slack");
 
 	for (size_t r = 0; r < vocab; r += 4096)
 	{
 		CHECK_FOR_INTERRUPTS();
-		tf_screen_pack_rows(d, screen, slack, m->w.lm_head.data, r, Min(4096, vocab - r));
+		tf_screen_pack_rows(vocab, d, screen, slack, m->w.lm_head.data, r, Min(4096, vocab - r));
 	}
 	m->w.lm_head_screen.data = screen;
-	m->w.lm_head_screen.dtype = TF_BF16;
+	m->w.lm_head_screen.dtype = TF_I8;
 	m->w.lm_head_slack = slack;
 }
 
@@ -698,9 +698,9 @@ ModelArenaBound(const TfModel *m, const StoredTensor *tensors, int ntensors)
 	{
 		const StoredTensor *t = lm_head_tensor(tensors, ntensors);
 
-		if (t != NULL && t->ndim == 2 && packed_dtype(m, t) == TF_F32)
-			bytes += (double) tf_packed_size(t->shape[0], t->shape[1], TF_BF16) +
-				sizeof(float) * (double) t->shape[0] + 2 * ARENA_ALIGN;
+		if (t != NULL && t->ndim == 2 && packed_dtype(m, t) == TF_F32 && t->shape[1] <= TF_INT8_MAX_IN)
+			bytes += (double) tf_packed_size(t->shape[0], t->shape[1], TF_I8) +
+				sizeof(float) * (double) tf_screen_slack_floats(t->shape[0]) + 2 * ARENA_ALIGN;
 	}
 	if (bytes > (double) MAX_WEIGHT_BYTES)
 		ereport(ERROR,
@@ -778,7 +778,7 @@ build_weights(TfModel *m, StoredTensor *tensors, int ntensors, MemoryContext cxt
 	if (m->w.lm_head.data == NULL)
 		m->w.lm_head = m->w.dec_embed;
 	m->w.logits_bias = weight(&wb, "final_logits_bias", false, c->vocab, 0);
-	if (!wb.shapes_only && m->w.lm_head.dtype == TF_F32)
+	if (!wb.shapes_only && m->w.lm_head.dtype == TF_F32 && d <= TF_INT8_MAX_IN)
 		screen_lm_head(&wb);
 
 	m->w.enc_pos = positions(&wb, "model.encoder.embed_positions.weight");
