@@ -165,8 +165,11 @@ tf_screen_greedy_row(const TfModel *m, const TfDecodeOptions *opt, const int *se
 	}
 	if (!usable || tau == -INFINITY)
 	{
-		/* no bound to trust (or every token banned): the full product */
-		tf_linear(1, vocab, d, row, x, m->w.lm_head.data, TF_F32, m->w.logits_bias);
+		/*
+		 * no bound to trust (or every token banned): the full product, in
+		 * this thread (the search's steps may already share the threads)
+		 */
+		tf_linear_columns(1, vocab, d, row, x, m->w.lm_head.data, TF_F32, m->w.logits_bias, 0, vocab);
 		return;
 	}
 	for (int j0 = 0; j0 < vocab; j0 += TF_PANEL)

@@ -1065,6 +1065,16 @@ test_greedy_screen(void)
 			   decided && got == 0 ? "ok" : "FAIL", decided ? "yes" : "no", got);
 		if (!(decided && got == 0))
 			wrong++;
+
+		/* an infinite input: no bound holds, the whole fp32 product instead */
+		x[5] = INFINITY;
+		tf_linear(1, TF_PANEL, D, full, x, packed, TF_F32, NULL);
+		tf_linear(1, TF_PANEL, D, row, x, screen, TF_I8, NULL);
+		tf_screen_greedy_row(&m, &opt, seq, 3, x, row, scratch, tmp);
+		got = memcmp(row, full, sizeof(float) * TF_PANEL) == 0;
+		printf("%-4s greedy screen: an infinite input gets the whole fp32 product\n", got ? "ok" : "FAIL");
+		if (!got)
+			wrong++;
 	}
 	if (wrong == 0 && unequal == 0 && narrow >= TRIALS * 9 / 10)
 		passed++;
