@@ -282,10 +282,6 @@ dpbusd(__m512i acc, __m512i x, __m512i w)
 /* bytes ahead that the first block of rows prefetches weights (across panels) */
 #define VNNI_PREFETCH 1024
 
-/*
- * One row of a panel's 32 outputs from its int32 sums a0, a1: the
- * dequantizing step of dequant_row, 16 lanes at a time (VNNI and AMX).
- */
 /* a panel's scales, Σ w, bias and column masks (its last may be cut short) */
 typedef struct PanelOut
 {
@@ -318,6 +314,10 @@ panel_out(size_t n, size_t j0, const float *sw, const int32_t *wsum, const float
 	return o;
 }
 
+/*
+ * One row of a panel's 32 outputs from its int32 sums a0, a1: the
+ * dequantizing step of dequant_row, 16 lanes at a time (VNNI and AMX).
+ */
 static ALWAYS_INLINE T_VNNI void
 dequant_store(float *yi, __m512i a0, __m512i a1, int32_t zero, float scale, const PanelOut *o)
 {

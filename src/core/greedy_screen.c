@@ -32,13 +32,9 @@
 #include "model_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 bool		tf_greedy_screen = true;
-
-/* rows quantized at a time when the screen is built */
-#define SCREEN_ROWS 256
 
 size_t
 tf_screen_slack_floats(size_t rows)
@@ -48,44 +44,34 @@ tf_screen_slack_floats(size_t rows)
 
 void
 tf_screen_pack_rows(size_t rows, size_t cols, void *screen, float *slack, const float *packed,
-					size_t r0, size_t n)
+					size_t r0, size_t n, float *w, int8_t *q)
 {
 	double		u = ldexp(1.0, -24);
 	double		gamma = cols * u / (1.0 - cols * u);
-	float	   *w = malloc(sizeof(float) * SCREEN_ROWS * cols);
-	int8_t	   *q = malloc(SCREEN_ROWS * cols);
-	float		scale[SCREEN_ROWS];
 
-	for (size_t b = r0; b < r0 + n; b += SCREEN_ROWS)
+	for (size_t r = r0; r < r0 + n; r++)
 	{
-		size_t		nb = r0 + n - b < SCREEN_ROWS ? r0 + n - b : SCREEN_ROWS;
+		float		scale;
+		double		err2 = 0.0,
+					w2 = 0.0,
+					h2 = 0.0;
 
-		for (size_t i = 0; i < nb; i++)
-			tf_packed_row(rows, cols, w + i * cols, packed, TF_F32, b + i);
-		tf_quantize_rows(nb, cols, q, scale, w);
-		tf_pack_int8_rows(rows, cols, screen, q, scale, b, nb);
-		for (size_t i = 0; i < nb; i++)
+		tf_packed_row(rows, cols, w, packed, TF_F32, r);
+		tf_quantize_rows(1, cols, q, &scale, w);
+		tf_pack_int8_rows(rows, cols, screen, q, &scale, r, 1);
+		for (size_t p = 0; p < cols; p++)
 		{
-			double		err2 = 0.0,
-						w2 = 0.0,
-						h2 = 0.0;
+			double		f = w[p];
+			double		h = (double) scale * q[p];
 
-			for (size_t p = 0; p < cols; p++)
-			{
-				double		f = w[i * cols + p];
-				double		h = (double) scale[i] * q[i * cols + p];
-
-				err2 += (f - h) * (f - h);
-				w2 += f * f;
-				h2 += h * h;
-			}
-			/* rounded up, past the double sums' own rounding */
-			slack[2 * (b + i)] = (float) ((sqrt(err2) + 2.5 * gamma * sqrt(w2)) * (1.0 + 1e-6) + 1e-30);
-			slack[2 * (b + i) + 1] = (float) (sqrt(h2) * (1.0 + 1e-6) + 1e-30);
+			err2 += (f - h) * (f - h);
+			w2 += f * f;
+			h2 += h * h;
 		}
+		/* rounded up, past the double sums' own rounding */
+		slack[2 * r] = (float) ((sqrt(err2) + 2.5 * gamma * sqrt(w2)) * (1.0 + 1e-6) + 1e-30);
+		slack[2 * r + 1] = (float) (sqrt(h2) * (1.0 + 1e-6) + 1e-30);
 	}
-	free(w);
-	free(q);
 }
 
 size_t

@@ -223,11 +223,11 @@ typedef struct TfDecodeOptions
  * Greedy decoding's screened output layer (greedy_screen.c): rows [r0, r0 +
  * n) of screen (tf_packed_size(rows, cols, TF_I8) bytes, zeroed first) and
  * slack (tf_screen_slack_floats(rows)) from an fp32 (rows, cols) matrix
- * packed in panels.  tf_greedy_screen: whether greedy steps use it
+ * packed in panels; w (cols floats) and q (cols bytes) are scratch.  tf_greedy_screen: whether greedy steps use it
  * (transformer.greedy_screen); the tokens are the same either way.
  */
 void		tf_screen_pack_rows(size_t rows, size_t cols, void *screen, float *slack, const float *packed,
-								size_t r0, size_t n);
+								size_t r0, size_t n, float *w, int8_t *q);
 size_t		tf_screen_slack_floats(size_t rows);
 extern bool tf_greedy_screen;
 

@@ -919,7 +919,9 @@ test_greedy_screen(void)
 	float	   *full = malloc(sizeof(float) * V);
 	float	   *row = malloc(sizeof(float) * V);
 	float	   *scratch;
-	float		x[D];
+	float		x[D],
+				wrow[D];
+	int8_t		qrow[D];
 	int			seq[4] = {0, 0, 0, 0};
 	int			tmp[8];
 	int			bad_off[2] = {0, 1};
@@ -943,8 +945,8 @@ test_greedy_screen(void)
 		bias[j] = ((float) rand() / RAND_MAX - 0.5f) * 0.01f;
 	tf_pack_panels(V, D, packed, w, TF_F32);
 	memset(screen, 0, tf_packed_size(V, D, TF_I8));
-	tf_screen_pack_rows(V, D, screen, slack, packed, 0, 600);
-	tf_screen_pack_rows(V, D, screen, slack, packed, 600, V - 600);
+	tf_screen_pack_rows(V, D, screen, slack, packed, 0, 600, wrow, qrow);
+	tf_screen_pack_rows(V, D, screen, slack, packed, 600, V - 600, wrow, qrow);
 
 	memset(&m, 0, sizeof(m));
 	m.cfg.vocab = V;
@@ -1055,7 +1057,7 @@ test_greedy_screen(void)
 		m.w.logits_bias = NULL;
 		tf_pack_panels(TF_PANEL, D, packed, w2, TF_F32);
 		memset(screen, 0, tf_packed_size(TF_PANEL, D, TF_I8));
-		tf_screen_pack_rows(TF_PANEL, D, screen, slack, packed, 0, TF_PANEL);
+		tf_screen_pack_rows(TF_PANEL, D, screen, slack, packed, 0, TF_PANEL, wrow, qrow);
 		tf_linear(1, TF_PANEL, D, row, x, screen, TF_I8, NULL);
 		decided = row[1] > row[0];
 		tf_screen_greedy_row(&m, &opt, seq, 3, x, row, scratch, tmp);

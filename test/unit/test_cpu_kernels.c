@@ -668,10 +668,38 @@ int8_product(int m, int n, int k)
 }
 
 /*
+ * int8 products of the given shapes at `level`, each bitwise as the
+ * portable sums; named after `family`.
+ */
+static void
+int8_shapes_bitwise(int level, const int (*shapes)[3], size_t nshapes, const char *family)
+{
+	char		what[128];
+
+	for (size_t s = 0; s < nshapes; s++)
+	{
+		int			m = shapes[s][0],
+					n = shapes[s][1],
+					k = shapes[s][2];
+		float	   *got,
+				   *base;
+
+		tf_cpu_kernels(level);
+		got = int8_product(m, n, k);
+		tf_cpu_kernels(TF_LEVEL_PORTABLE);
+		base = int8_product(m, n, k);
+		snprintf(what, sizeof(what), "int8 %dx%dx%d bitwise the same as portable", m, n, k);
+		ok(same_bits(got, base, (size_t) m * n), what, family);
+		free(got);
+		free(base);
+	}
+	tf_cpu_kernels(TF_LEVEL_AUTO);
+}
+
+/*
  * AMX (auto, where the CPU and the kernel allow it): tiles of 16 and 32
  * rows, 64 columns of x at a time, a last panel cut short, blocks of
- * panels, rows left to
- * VNNI, in_dim not a multiple of 64 (all VNNI) -- bitwise as portable.
+ * panels, rows left to VNNI, in_dim not a multiple of 64 (all VNNI).
  */
 static void
 test_int8_amx(void)
@@ -680,7 +708,6 @@ test_int8_amx(void)
 		{16, 32, 64}, {17, 100, 192}, {50, 100, 192}, {64, 33, 128}, {100, 70, 256}, {40, 64, 100},
 		{40, 2100, 64}			/* three blocks of columns, the last cut short */
 	};
-	char		what[128];
 
 	tf_cpu_kernels(TF_LEVEL_AUTO);
 	if (strcmp(tf_kernel_family(TF_KERNELS_INT8), "amx") != 0)
@@ -689,31 +716,14 @@ test_int8_amx(void)
 			   tf_kernel_family(TF_KERNELS_INT8));
 		return;
 	}
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-	{
-		int			m = shapes[s][0],
-					n = shapes[s][1],
-					k = shapes[s][2];
-		float	   *amx,
-				   *base;
-
-		tf_cpu_kernels(TF_LEVEL_AUTO);
-		amx = int8_product(m, n, k);
-		tf_cpu_kernels(TF_LEVEL_PORTABLE);
-		base = int8_product(m, n, k);
-		snprintf(what, sizeof(what), "int8 %dx%dx%d bitwise the same as portable", m, n, k);
-		ok(same_bits(amx, base, (size_t) m * n), what, "amx");
-		free(amx);
-		free(base);
-	}
-	tf_cpu_kernels(TF_LEVEL_AUTO);
+	int8_shapes_bitwise(TF_LEVEL_AUTO, shapes, sizeof(shapes) / sizeof(shapes[0]), "amx");
 }
 
 /*
  * AVX2 with 3 rows or more (gemm_int8.c's block_avx2_wide): tiles of 3 rows
  * and the 1 or 2 left, the weights widened 64 groups of 4 columns at a time
  * (in_dim past 256 takes several chunks), a last panel cut short; 1 and 2
- * rows keep the narrow kernel -- bitwise as portable.
+ * rows keep the narrow kernel.
  */
 static void
 test_int8_avx2(void)
@@ -721,31 +731,13 @@ test_int8_avx2(void)
 	static const int shapes[][3] = {
 		{3, 32, 64}, {4, 100, 300}, {5, 64, 520}, {2, 40, 300}, {1, 33, 260}, {7, 96, 256}, {128, 33, 1024}
 	};
-	char		what[128];
 
 	if (tf_cpu_kernels(TF_LEVEL_AVX2) == NULL)
 	{
 		printf("ok - # SKIP int8 avx2: this CPU has no AVX2\n");
 		return;
 	}
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-	{
-		int			m = shapes[s][0],
-					n = shapes[s][1],
-					k = shapes[s][2];
-		float	   *avx2,
-				   *base;
-
-		tf_cpu_kernels(TF_LEVEL_AVX2);
-		avx2 = int8_product(m, n, k);
-		tf_cpu_kernels(TF_LEVEL_PORTABLE);
-		base = int8_product(m, n, k);
-		snprintf(what, sizeof(what), "int8 %dx%dx%d bitwise the same as portable", m, n, k);
-		ok(same_bits(avx2, base, (size_t) m * n), what, "avx2");
-		free(avx2);
-		free(base);
-	}
-	tf_cpu_kernels(TF_LEVEL_AUTO);
+	int8_shapes_bitwise(TF_LEVEL_AVX2, shapes, sizeof(shapes) / sizeof(shapes[0]), "avx2");
 }
 
 int

@@ -628,11 +628,16 @@ screen_lm_head(WeightBuilder *wb)
 	void	   *screen = arena_take(wb, tf_packed_size(vocab, d, TF_I8), "lm_head screen");
 	float	   *slack = arena_take(wb, sizeof(float) * tf_screen_slack_floats(vocab), "lm_head slack");
 
+	float	   *w = palloc(sizeof(float) * d);
+	int8	   *q = palloc(d);
+
 	for (size_t r = 0; r < vocab; r += 4096)
 	{
 		CHECK_FOR_INTERRUPTS();
-		tf_screen_pack_rows(vocab, d, screen, slack, m->w.lm_head.data, r, Min(4096, vocab - r));
+		tf_screen_pack_rows(vocab, d, screen, slack, m->w.lm_head.data, r, Min(4096, vocab - r), w, q);
 	}
+	pfree(w);
+	pfree(q);
 	m->w.lm_head_screen.data = screen;
 	m->w.lm_head_screen.dtype = TF_I8;
 	m->w.lm_head_slack = slack;
