@@ -583,7 +583,7 @@ quantize_input_avx512(size_t k, uint8_t *q, float *scale, int32_t *zero, const f
 #define AVX2_MR 2
 
 static ALWAYS_INLINE T_AVX2 void
-avx2_tile(const int mr, size_t n, size_t k4, float *y, const QInput *x,
+avx2_tile(const int mr, const int prefetch, size_t n, size_t k4, float *y, const QInput *x,
 		  const int8_t *panel, size_t j0, const float *sw, const int32_t *wsum, const float *bias)
 {
 	__m256i		acc[AVX2_MR][8];
@@ -597,6 +597,9 @@ avx2_tile(const int mr, size_t n, size_t k4, float *y, const QInput *x,
 		const int8_t *wg = panel + g * TF_PANEL * 4;
 		__m256i		xb[AVX2_MR];
 
+		/* as in vnni_tile: the weights stream from memory for large n */
+		if (prefetch)
+			_mm_prefetch((const char *) wg + VNNI_PREFETCH, _MM_HINT_T0);
 		for (int i = 0; i < mr; i++)
 		{
 			__m128i		x4 = _mm_cvtsi32_si128(load4(x->q + i * x->ld + 4 * g));
@@ -706,9 +709,9 @@ block_avx2_narrow(size_t m, size_t n, size_t k, float *y, const QInput *x,
 			QInput		xr = {x->ld, x->q + r * x->ld, x->scale + r, x->zero + r};
 
 			if (m - r >= 2)
-				avx2_tile(2, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
+				avx2_tile(2, r == 0, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
 			else
-				avx2_tile(1, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
+				avx2_tile(1, r == 0, n, k4, y + r * n, &xr, panel, j0, sw, wsum, bias);
 		}
 	}
 }
@@ -738,6 +741,10 @@ widen_panel_avx2(const int8_t *panel, size_t g0, size_t gn, int16_t *out)
 	{
 		const int8_t *wg = panel + (g0 + g) * TF_PANEL * 4;
 		int16_t    *o = out + g * 8 * 16;
+
+		/* the next chunk (of this panel or the next, which follows it) */
+		_mm_prefetch((const char *) wg + AVX2_KC * TF_PANEL * 4, _MM_HINT_T0);
+		_mm_prefetch((const char *) wg + AVX2_KC * TF_PANEL * 4 + 64, _MM_HINT_T0);
 
 		for (int h = 0; h < 4; h++)
 		{
