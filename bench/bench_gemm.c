@@ -7,6 +7,11 @@
  *		                                         i8) and weight GB/s of tf_linear
  *		                                         (f32|f16|bf16|i8), weights packed
  *		                                         (i8: quantized) first
+ *		       bench_gemm peak DTYPE M N K ROUNDS -> tf_linear's rate over a loop of
+ *		                                         independent 512-bit FMAs', the two
+ *		                                         alternating 0.2 s each per round
+ *		                                         (the VM's speed drifts; a ratio
+ *		                                         taken side by side does not)
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -18,11 +23,52 @@
 #include "tensor_ops.h"
 #include "bench_util.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* GFLOP/s of 12 independent chains of 512-bit FMAs (enough for 2 FMA ports), for secs */
+__attribute__((target("avx512f"), noinline)) static double
+fma_peak(double secs)
+{
+	__m512		a[12],
+				b = _mm512_set1_ps(0.999999f),
+				c = _mm512_set1_ps(1e-7f);
+	long		it = 0;
+	double		t0 = now(),
+				dt;
+	float		s = 0;
+
+	for (int i = 0; i < 12; i++)
+		a[i] = _mm512_set1_ps((float) i);
+	do
+	{
+		for (int r = 0; r < 100000; r++)
+			for (int i = 0; i < 12; i++)
+				a[i] = _mm512_fmadd_ps(a[i], b, c);
+		it += 100000;
+	} while (now() - t0 < secs);
+	dt = now() - t0;
+	for (int i = 0; i < 12; i++)
+		s += _mm512_reduce_add_ps(a[i]);
+	if (s == 12345.0f)			/* keeps the chains */
+		printf(" ");
+	return it * 12.0 * 32 / dt / 1e9;
+}
+#else
+static double
+fma_peak(double secs)
+{
+	(void) secs;
+	return 0;
+}
+#endif
+
 int
 main(int argc, char **argv)
 {
 	int			sgemm = argc == 6 && strcmp(argv[1], "sgemm") == 0;
-	int			linear = argc == 7 && strcmp(argv[1], "linear") == 0;
+	int			peak = argc == 7 && strcmp(argv[1], "peak") == 0;
+	int			linear = argc == 7 && (strcmp(argv[1], "linear") == 0 || peak);
 	TfDType		dt = TF_F32;
 	int			m, n, k, reps;
 	size_t		es;
@@ -32,7 +78,7 @@ main(int argc, char **argv)
 
 	if (!sgemm && !linear)
 	{
-		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear f32|f16|bf16|i8 M N K REPS\n");
+		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak f32|f16|bf16|i8 M N K REPS\n");
 		return 2;
 	}
 	if (linear)
@@ -90,6 +136,31 @@ main(int argc, char **argv)
 			tf_pack_panels(n, k, packed, w, dt);
 		free(w);
 		w = packed;
+	}
+	if (peak)
+	{
+		if (fma_peak(0.01) == 0)
+		{
+			fprintf(stderr, "bench_gemm peak: needs AVX-512\n");
+			return 2;
+		}
+		for (int r = 0; r < reps; r++)
+		{
+			double		p = fma_peak(0.2),
+						t0 = now();
+			int			it = 0;
+
+			do
+			{
+				tf_linear(m, n, k, y, x, w, dt, NULL);
+				it++;
+			} while (now() - t0 < 0.2);
+			t[r] = 2.0 * m * n * k * it / (now() - t0) / 1e9 / p;
+		}
+		qsort(t, reps, sizeof(double), cmp_double);
+		printf("tf_linear / FMA loop: median %.2f [%.2f, %.2f] over %d rounds\n",
+			   reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2, t[0], t[reps - 1], reps);
+		return 0;
 	}
 	for (int r = -1; r < reps; r++)
 	{
