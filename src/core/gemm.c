@@ -274,9 +274,11 @@ sum_rows_##SFX(size_t n, size_t k, float *out, const float *w,					\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 						const float *x, size_t ldx, const BT *panel, const BT *next,	\
-						const float *bias)												\
+						size_t pfn, const float *bias)									\
 {																				\
 	vf_##SFX	acc[MR][NV];													\
+	size_t		pf = 0,															\
+				due = 0;														\
 																				\
 	for (size_t r = 0; r < R; r++)												\
 		for (size_t i = 0; i < NV; i++)											\
@@ -285,10 +287,18 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 	{																			\
 		vf_##SFX	w[NV];														\
 																				\
-		/* the next panel, from memory while this one computes */				\
-		if (next)																\
+		/*																		\
+		 * pfn rows of the next panel from `next`, evenly over this tile's	\
+		 * k steps, while this one computes: every block of rows takes its	\
+		 * share, so that no tile asks memory for a whole panel at once		\
+		 */																		\
+		if (next && (due += pfn) >= k)											\
+		{																		\
+			due -= k;															\
 			for (size_t i = 0; i < TF_PANEL * sizeof(BT); i += 64)				\
-				__builtin_prefetch((const char *) (next + p * TF_PANEL) + i);	\
+				__builtin_prefetch((const char *) (next + pf * TF_PANEL) + i);	\
+			pf++;																\
+		}																		\
 		for (size_t i = 0; i < NV; i++)											\
 			w[i] = LOADP(panel + p * TF_PANEL, i);								\
 		for (size_t r = 0; r < R; r++)											\
@@ -384,7 +394,10 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 		for (size_t r = 0; r < m; r += MR)										\
 		{																		\
 			size_t		R = m - r < MR ? m - r : MR;							\
-			const BT   *next = r == 0 && j + TF_PANEL < jhi ? panel + k * TF_PANEL : NULL;	\
+			size_t		nb = (m + MR - 1) / MR,									\
+						lo = r / MR * k / nb,									\
+						pfn = (r / MR + 1) * k / nb - lo;						\
+			const BT   *next = j + TF_PANEL < jhi ? panel + (k + lo) * TF_PANEL : NULL;	\
 			float	   *yr = y + r * n + j;										\
 			const float *xr = x + r * k;										\
 																				\
@@ -396,7 +409,7 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 	}																			\
 }
 
-#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next, bj); break;
+#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -434,9 +447,9 @@ DEFINE_GATHER(v3, target("arch=x86-64-v3"), 8)
 #define PANEL_CASES_v4(DT) PANEL_CASE(v4, DT, 1) PANEL_CASE(v4, DT, 2) PANEL_CASE(v4, DT, 3) \
 	PANEL_CASE(v4, DT, 4) PANEL_CASE(v4, DT, 5) PANEL_CASE(v4, DT, 6) PANEL_CASE(v4, DT, 7) \
 	PANEL_CASE(v4, DT, 8) PANEL_CASE(v4, DT, 9) PANEL_CASE(v4, DT, 10) PANEL_CASE(v4, DT, 11) \
-	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next, bj); break;
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
 #define PANEL_CASES_v3(DT) PANEL_CASE(v3, DT, 1) PANEL_CASE(v3, DT, 2) \
-	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next, bj); break;
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
 
 DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
 DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
@@ -455,7 +468,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
 #define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
 #define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
-#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next, bj); break;
+#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
 DEFINE_GATHER(base, unused, 4)
