@@ -76,7 +76,7 @@ main(int argc, char **argv)
 	unsigned char *w;
 	double	   *t;
 
-	if (!sgemm && !linear)
+	if ((!sgemm && !linear) || atoi(argv[argc - 1]) < 1)
 	{
 		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak f32|f16|bf16|i8 M N K REPS\n");
 		return 2;

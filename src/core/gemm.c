@@ -370,7 +370,8 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 					const void *packed, size_t jlo, size_t jhi, const float *bias)	\
 {																				\
 	const BT   *w = packed;														\
-	size_t		j = jlo;														\
+	size_t		j = jlo,														\
+				nb = (m + MR - 1) / MR;	/* blocks of rows: each prefetches its share */	\
 																				\
 	if (m <= 3 && MR > 1)														\
 		for (; j + 4 * TF_PANEL <= jhi; j += 4 * TF_PANEL)						\
@@ -394,8 +395,7 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 		for (size_t r = 0; r < m; r += MR)										\
 		{																		\
 			size_t		R = m - r < MR ? m - r : MR;							\
-			size_t		nb = (m + MR - 1) / MR,									\
-						lo = r / MR * k / nb,									\
+			size_t		lo = r / MR * k / nb,									\
 						pfn = (r / MR + 1) * k / nb - lo;						\
 			const BT   *next = j + TF_PANEL < jhi ? panel + (k + lo) * TF_PANEL : NULL;	\
 			float	   *yr = y + r * n + j;										\

@@ -223,7 +223,8 @@ typedef struct TfDecodeOptions
  * Greedy decoding's screened output layer (greedy_screen.c): rows [r0, r0 +
  * n) of screen (tf_packed_size(rows, cols, TF_I8) bytes, zeroed first) and
  * slack (tf_screen_slack_floats(rows)) from an fp32 (rows, cols) matrix
- * packed in panels; w (cols floats) and q (cols bytes) are scratch.  tf_greedy_screen: whether greedy steps use it
+ * packed in panels; w (cols floats) and q (cols bytes) are the caller's
+ * scratch.  tf_greedy_screen: whether greedy steps use it
  * (transformer.greedy_screen); the tokens are the same either way.
  */
 void		tf_screen_pack_rows(size_t rows, size_t cols, void *screen, float *slack, const float *packed,
