@@ -17,7 +17,9 @@
  * Each output is accumulated over the input in order, one fused
  * multiply-add at a time, whatever the number of rows: a row's result does
  * not depend on the other rows, so a sentence decodes the same alone or in
- * a batch.
+ * a batch.  For products whose weights stream from memory, the AVX-512
+ * kernel reads x packed, a block of 12 rows column by column (pack_rows):
+ * the same sums, read from one line at a time.
  *
  * One body per vector width (AVX-512, AVX2 + FMA, SSE2), chosen at run
  * time; the tile shapes are constants in every inlined copy, so the
@@ -28,6 +30,7 @@
 #include "threads.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -273,8 +276,8 @@ sum_rows_##SFX(size_t n, size_t k, float *out, const float *w,					\
 #define DEFINE_PANEL(SFX, DT, TARGET, MR, NV, VW, BT, LOADP)					\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
-						const float *x, size_t ldx, const BT *panel, const BT *next,	\
-						size_t pfn, const float *bias)									\
+						const float *x, size_t xsp, size_t xsr, const BT *panel,		\
+						const BT *next, size_t pfn, const float *bias)					\
 {																				\
 	vf_##SFX	acc[MR][NV];													\
 	size_t		pf = 0,															\
@@ -290,20 +293,23 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 		/*																		\
 		 * pfn rows of the next panel from `next`, evenly over this tile's	\
 		 * k steps, while this one computes: every block of rows takes its	\
-		 * share, so that no tile asks memory for a whole panel at once		\
+		 * share, so that no tile asks memory for a whole panel at once.		\
+		 * Into L2 only (prefetcht2): in L1 the next panel would evict this	\
+		 * one's lines and x's, and hold the fill buffers that x's misses	\
+		 * need while it comes from memory.									\
 		 */																		\
 		if (next && (due += pfn) >= k)											\
 		{																		\
 			due -= k;															\
 			for (size_t i = 0; i < TF_PANEL * sizeof(BT); i += 64)				\
-				__builtin_prefetch((const char *) (next + pf * TF_PANEL) + i);	\
+				__builtin_prefetch((const char *) (next + pf * TF_PANEL) + i, 0, 1);	\
 			pf++;																\
 		}																		\
 		for (size_t i = 0; i < NV; i++)											\
 			w[i] = LOADP(panel + p * TF_PANEL, i);								\
 		for (size_t r = 0; r < R; r++)											\
 		{																		\
-			float		xv = x[r * ldx + p];									\
+			float		xv = x[p * xsp + r * xsr];								\
 																				\
 			for (size_t i = 0; i < NV; i++)										\
 				acc[r][i] += xv * w[i];											\
@@ -367,7 +373,8 @@ panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
 																				\
 static __attribute__((TARGET)) void												\
 linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
-					const void *packed, size_t jlo, size_t jhi, const float *bias)	\
+					const float *xp, const void *packed, size_t jlo, size_t jhi,	\
+					const float *bias)											\
 {																				\
 	const BT   *w = packed;														\
 	size_t		j = jlo,														\
@@ -399,17 +406,32 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 						pfn = (r / MR + 1) * k / nb - lo;						\
 			const BT   *next = j + TF_PANEL < jhi ? panel + (k + lo) * TF_PANEL : NULL;	\
 			float	   *yr = y + r * n + j;										\
-			const float *xr = x + r * k;										\
 																				\
-			switch (R)															\
+			if (xp)		/* a block of R rows, column by column */				\
 			{																	\
-				PANEL_CASES_##SFX(DT)											\
+				const float *xr = xp + r * k;									\
+																				\
+				switch (R)														\
+				{																\
+					PANEL_CASES_##SFX(DT, 1)									\
+				}																\
+			}																	\
+			else																\
+			{																	\
+				const float *xr = x + r * k;									\
+																				\
+				switch (R)														\
+				{																\
+					PANEL_CASES_##SFX(DT, 0)									\
+				}																\
 			}																	\
 		}																		\
 	}																			\
 }
 
-#define PANEL_CASE(SFX, DT, R) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
+/* PK: x packed (xp, a block of R rows column by column), else x's rows */
+#define PANEL_CASE(SFX, DT, R, PK) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, (PK) ? (R) : 1, \
+	(PK) ? 1 : k, panel, next, pfn, bj); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -444,12 +466,12 @@ DEFINE_GATHER(v3, target("arch=x86-64-v3"), 8)
 	_mm_loadu_si128((const __m128i *) ((p) + 8 * (i)))), 16)))
 
 /* AVX-512: 12 rows x 2 zmm accumulators; AVX2: 3 rows x 4 ymm */
-#define PANEL_CASES_v4(DT) PANEL_CASE(v4, DT, 1) PANEL_CASE(v4, DT, 2) PANEL_CASE(v4, DT, 3) \
-	PANEL_CASE(v4, DT, 4) PANEL_CASE(v4, DT, 5) PANEL_CASE(v4, DT, 6) PANEL_CASE(v4, DT, 7) \
-	PANEL_CASE(v4, DT, 8) PANEL_CASE(v4, DT, 9) PANEL_CASE(v4, DT, 10) PANEL_CASE(v4, DT, 11) \
-	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
-#define PANEL_CASES_v3(DT) PANEL_CASE(v3, DT, 1) PANEL_CASE(v3, DT, 2) \
-	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
+#define PANEL_CASES_v4(DT, PK) PANEL_CASE(v4, DT, 1, PK) PANEL_CASE(v4, DT, 2, PK) PANEL_CASE(v4, DT, 3, PK) \
+	PANEL_CASE(v4, DT, 4, PK) PANEL_CASE(v4, DT, 5, PK) PANEL_CASE(v4, DT, 6, PK) PANEL_CASE(v4, DT, 7, PK) \
+	PANEL_CASE(v4, DT, 8, PK) PANEL_CASE(v4, DT, 9, PK) PANEL_CASE(v4, DT, 10, PK) PANEL_CASE(v4, DT, 11, PK) \
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, (PK) ? 12 : 1, (PK) ? 1 : k, panel, next, pfn, bj); break;
+#define PANEL_CASES_v3(DT, PK) PANEL_CASE(v3, DT, 1, PK) PANEL_CASE(v3, DT, 2, PK) \
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, (PK) ? 3 : 1, (PK) ? 1 : k, panel, next, pfn, bj); break;
 
 DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
 DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
@@ -468,7 +490,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
 #define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
 #define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
-#define PANEL_CASES_base(DT) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, k, panel, next, pfn, bj); break;
+#define PANEL_CASES_base(DT, PK) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, 1, k, panel, next, pfn, bj); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
 DEFINE_GATHER(base, unused, 4)
@@ -478,16 +500,28 @@ DEFINE_PANEL(base, bf16, unused, 1, 8, 4, uint16_t, BASE_BF16)
 
 typedef void (*matmul_fn) (size_t, size_t, size_t, float *, size_t,
 						   const float *, size_t, const float *, size_t, float, float);
-typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const void *,
-						   size_t, size_t, const float *);
+typedef void (*linear_fn) (size_t, size_t, size_t, float *, const float *, const float *,
+						   const void *, size_t, size_t, const float *);
 typedef void (*dot_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t, float);
 typedef void (*sum_rows_fn) (size_t, size_t, float *, const float *, const float *const *, size_t);
 
 static matmul_fn gemm_nt;
 static matmul_fn gemm_nn;
 static linear_fn linear_fns[3];	/* by TfDType */
+static size_t linear_pack_rows;	/* the kernels' block of rows, if they read x packed; else 0 */
 static dot_rows_fn dot_rows;
 static sum_rows_fn sum_rows;
+
+/*
+ * Whether the panels read x packed, and in blocks of how many rows: the
+ * AVX-512 tile of 12 rows reads its 12 inputs of a step from one place
+ * (one line in 1.3 steps) rather than from 12 rows' lines at once, which
+ * all miss L1 together every 16 steps; on an output layer that streams
+ * from memory that was 1.10-1.17x (docs/performance.md).
+ */
+#define PACK_ROWS_v4 12
+#define PACK_ROWS_v3 0
+#define PACK_ROWS_base 0
 
 #define PICK(SFX) \
 	do { \
@@ -498,6 +532,7 @@ static sum_rows_fn sum_rows;
 		linear_fns[TF_F32] = linear_##SFX##_f32; \
 		linear_fns[TF_F16] = linear_##SFX##_f16; \
 		linear_fns[TF_BF16] = linear_##SFX##_bf16; \
+		linear_pack_rows = PACK_ROWS_##SFX; \
 	} while (0)
 
 static bool
@@ -617,6 +652,7 @@ typedef struct LinearJob
 				k;
 	float	   *y;				/* (m, n) */
 	const float *x;				/* (m, k) */
+	const float *xp;			/* x packed by pack_rows, or NULL */
 	const void *packed;			/* (n, k) in panels */
 	TfDType		dt;
 	const float *bias;			/* (n) or NULL */
@@ -633,7 +669,61 @@ linear_part(void *arg, int part, int nparts)
 	if (lo >= hi)
 		return;
 	/* the bias is added as each output is stored: the same sum, one pass */
-	linear_fns[j->dt] (j->m, j->n, j->k, j->y, j->x, j->packed, lo, hi, j->bias);
+	linear_fns[j->dt] (j->m, j->n, j->k, j->y, j->x, j->xp, j->packed, lo, hi, j->bias);
+}
+
+/*
+ * x packed for the panels: block b (rows b·mr .. b·mr + R) at xp + b·mr·k,
+ * column by column (xp[b·mr·k + p·R + r]).  The buffer is this thread's,
+ * kept between calls and grown to at most XPACK_BYTES (or one block of
+ * rows, if more); tf_linear packs that many rows at a time.  The unit
+ * tests lower both limits (tf_linear_pack_limits) to reach every path
+ * with small products.
+ */
+#define XPACK_BYTES ((size_t) 4 << 20)
+#define XPACK_MIN_COLS 2048
+
+static size_t xpack_bytes = XPACK_BYTES;
+static size_t xpack_min_cols = XPACK_MIN_COLS;
+
+void
+tf_linear_pack_limits(size_t bytes, size_t min_cols)
+{
+	xpack_bytes = bytes ? bytes : XPACK_BYTES;
+	xpack_min_cols = min_cols ? min_cols : XPACK_MIN_COLS;
+}
+
+static __thread float *xpack;
+static __thread size_t xpack_floats;
+
+static float *
+xpack_buffer(size_t floats)
+{
+	if (floats > xpack_floats)
+	{
+		free(xpack);
+		xpack = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+		xpack_floats = xpack ? floats : 0;
+	}
+	return xpack;
+}
+
+static void
+pack_rows(size_t m, size_t k, size_t mr, float *xp, const float *x)
+{
+	for (size_t r0 = 0; r0 < m; r0 += mr)
+	{
+		size_t		R = m - r0 < mr ? m - r0 : mr;
+		float	   *dst = xp + r0 * k;
+
+		for (size_t r = 0; r < R; r++)
+		{
+			const float *src = x + (r0 + r) * k;
+
+			for (size_t p = 0; p < k; p++)
+				dst[p * R + r] = src[p];
+		}
+	}
 }
 
 void
@@ -642,14 +732,19 @@ tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float *x,
 {
 	if (gemm_nn == NULL)
 		pick_kernels();
-	linear_fns[dt] (rows, out_dim, in_dim, y, x, packed, jlo, jhi, bias);
+	linear_fns[dt] (rows, out_dim, in_dim, y, x, NULL, packed, jlo, jhi, bias);
 }
 
 void
 tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		  const void *packed, TfDType dt, const float *bias)
 {
-	LinearJob	job = {rows, out_dim, in_dim, y, x, packed, dt, bias};
+	size_t		m = rows,
+				n = out_dim,
+				k = in_dim,
+				mr,
+				chunk;
+	int			parts;
 
 	if (dt == TF_I8)
 	{
@@ -664,5 +759,33 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	}
 	if (gemm_nn == NULL)
 		pick_kernels();
-	tf_parallel(tf_product_parts(rows, out_dim, in_dim), linear_part, &job);
+	mr = linear_pack_rows;
+	parts = tf_product_parts(rows, out_dim, in_dim);
+	/* rows a time: whole blocks in XPACK_BYTES, at least one block */
+	chunk = mr ? xpack_bytes / sizeof(float) / k / mr * mr : 0;
+	if (chunk < mr)
+		chunk = mr;
+
+	/*
+	 * Packing costs about what 2 k steps of one tile do per input: worth
+	 * it where each thread's part has XPACK_MIN_COLS outputs or more (the
+	 * products whose weights stream from memory); up to 3 rows take 4
+	 * panels at a time, unpacked.
+	 */
+	if (mr == 0 || m <= 3 || n / parts < xpack_min_cols ||
+		xpack_buffer((m < chunk ? m : chunk) * k) == NULL)
+	{
+		LinearJob	job = {m, n, k, y, x, NULL, packed, dt, bias};
+
+		tf_parallel(parts, linear_part, &job);
+		return;
+	}
+	for (size_t r0 = 0; r0 < m; r0 += chunk)
+	{
+		size_t		mc = m - r0 < chunk ? m - r0 : chunk;
+		LinearJob	job = {mc, n, k, y + r0 * n, x + r0 * k, xpack, packed, dt, bias};
+
+		pack_rows(mc, k, mr, xpack, x + r0 * k);
+		tf_parallel(parts, linear_part, &job);
+	}
 }

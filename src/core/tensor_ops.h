@@ -144,6 +144,12 @@ void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
  */
 void		tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float *x,
 							  const void *packed, TfDType dt, const float *bias, int jlo, int jhi);
+/*
+ * For the unit tests: tf_linear packs x in runs of at most `bytes` (one
+ * block of rows at least) when a thread's part has min_cols outputs or
+ * more; 0, 0 restores the defaults (4 MB, 2048).
+ */
+void		tf_linear_pack_limits(size_t bytes, size_t min_cols);
 
 /*
  * Threads (threads.h): a product of at least TF_PARALLEL_MIN_MACS

@@ -500,6 +500,12 @@ test_linear(const char *kernels)
 	const char *names[] = {"f32", "f16", "bf16"};
 
 	srand(7);
+	/*
+	 * twice: at the default limits, then with x packed for every product
+	 * of 4 rows or more, in runs of one block of rows (at 4 kB) where k is
+	 * 86 or more (gemm.c, pack_rows)
+	 */
+	for (int lim = 0; lim < 2; lim++)
 	for (int dt = TF_F32; dt <= TF_BF16; dt++)
 		for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 		{
@@ -552,8 +558,11 @@ test_linear(const char *kernels)
 					ref[r * n + j] = (float) acc;
 				}
 			tf_pack_panels(n, k, packed, w, dt);
+			tf_linear_pack_limits(lim ? 4096 : 0, lim ? 1 : 0);
 			tf_linear(m, n, k, y, x, packed, dt, bias);
-			snprintf(label, sizeof(label), "%s_%s_%dx%dx%d", kernels, names[dt], m, n, k);
+			tf_linear_pack_limits(0, 0);
+			snprintf(label, sizeof(label), "%s_%s_%dx%dx%d%s", kernels, names[dt], m, n, k,
+					 lim ? "_xpacked" : "");
 			check_tensor(label, "vs double", y, ref, m * n, 1e-4f * (1 + k / 64));
 			for (int r = 0; r < m; r++)
 			{
