@@ -22,39 +22,11 @@ int_cmp(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
-/*
- * max(x), NaNs ignored.  In 16 independent lanes, which the compiler turns
- * into vector maxima: one serial chain over the vocabulary (58k values per
- * row and step) cost a tenth of batched decoding.  The order does not
- * change the value; only the sign of a zero maximum could differ, which
- * x - max does not see.
- */
-#define MAX_LANES 16
-
-static float
-row_max(int n, const float *x)
-{
-	float		lanes[MAX_LANES];
-	float		m = -INFINITY;
-	int			j;
-
-	for (int l = 0; l < MAX_LANES; l++)
-		lanes[l] = -INFINITY;
-	for (j = 0; j + MAX_LANES <= n; j += MAX_LANES)
-		for (int l = 0; l < MAX_LANES; l++)
-			lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
-	for (; j < n; j++)
-		m = x[j] > m ? x[j] : m;
-	for (int l = 0; l < MAX_LANES; l++)
-		m = lanes[l] > m ? lanes[l] : m;
-	return m;
-}
-
 /* log Σ exp(x); -inf if every x is -inf */
 static double
 row_log_sum_exp(int n, const float *x)
 {
-	float		m = row_max(n, x);
+	float		m = tf_row_max(n, x);
 
 	return m == -INFINITY ? -INFINITY : tf_log_sum_exp_max(n, x, m);
 }

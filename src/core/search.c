@@ -39,8 +39,6 @@ cand_cmp(const void *pa, const void *pb)
  * to out: score = base + logits[j] - shift.  Chosen on the floats, in the
  * order of (-logit, token); only the winners are shifted.
  */
-#define TOP_K_BLOCK 16
-
 static int
 top_k(int vocab, const float *logits, int k, int beam, double base, double shift, Cand *out)
 {
@@ -51,22 +49,17 @@ top_k(int vocab, const float *logits, int k, int beam, double base, double shift
 
 	for (int j = 0; j < vocab; j++)
 	{
-		float		v = logits[j];
+		float		v;
 		int			i;
 
-		/* once k are found, skip blocks with nothing better (vectorized) */
-		if (n == k && (j & (TOP_K_BLOCK - 1)) == 0 && j + TOP_K_BLOCK <= vocab)
+		/* once k are found, only a better one counts: skip to it (vectorized) */
+		if (n == k)
 		{
-			int			better = 0;
-
-			for (size_t l = 0; l < TOP_K_BLOCK; l++)
-				better |= logits[j + l] > worst;
-			if (!better)
-			{
-				j += TOP_K_BLOCK - 1;
-				continue;
-			}
+			j += (int) tf_find_above(vocab - j, logits + j, worst);
+			if (j == vocab)
+				break;
 		}
+		v = logits[j];
 		/* ties go to the lower token id, met first */
 		if (v == -INFINITY || (n == k && v <= worst))
 			continue;

@@ -67,6 +67,7 @@ exp_fast(float x)
  * target_clones made before, chosen then once by the loader.)
  */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #define TF_X86 1
 #define T_AVX512 __attribute__((target("avx512f")))
 #define T_AVX2 __attribute__((target("avx2")))
@@ -141,6 +142,33 @@ softmax_rows_body(int rows, int cols, float *x)
 		for (j = 0; j < n; j++)
 			row[j] *= inv;
 	}
+}
+
+/*
+ * max(x), NaNs ignored, in 16 independent lanes (vector maxima; one serial
+ * chain over a vocabulary of 58k values per row and step cost a tenth of
+ * batched decoding).  The order does not change the value; only the sign
+ * of a zero maximum could differ, which x - max does not see.
+ */
+#define MAX_LANES 16
+
+static ALWAYS_INLINE float
+row_max_body(size_t n, const float *x)
+{
+	float		lanes[MAX_LANES];
+	float		m = -INFINITY;
+	size_t		j;
+
+	for (size_t l = 0; l < MAX_LANES; l++)
+		lanes[l] = -INFINITY;
+	for (j = 0; j + MAX_LANES <= n; j += MAX_LANES)
+		for (size_t l = 0; l < MAX_LANES; l++)
+			lanes[l] = x[j + l] > lanes[l] ? x[j + l] : lanes[l];
+	for (; j < n; j++)
+		m = x[j] > m ? x[j] : m;
+	for (size_t l = 0; l < MAX_LANES; l++)
+		m = lanes[l] > m ? lanes[l] : m;
+	return m;
 }
 
 /* log Σ e^x over n values (-inf ones add nothing); max-subtracted, summed in double. */
@@ -397,12 +425,114 @@ DEFINE_VECTOR_KERNELS(avx2, T_AVX2)
 DEFINE_VECTOR_KERNELS(avx512, T_AVX512)
 #endif
 
+/*
+ * row_max and find_above by intrinsics at AVX2 and AVX-512: compilers
+ * leave both scalar (the NaN rules).  max_ps(x, m) is x > m ? x : m, so
+ * NaNs are ignored as in row_max_body; _CMP_NLE_UQ is !(x <= t).
+ */
+static float
+row_max_base(size_t n, const float *x)
+{
+	return row_max_body(n, x);
+}
+
+#ifdef TF_X86
+static T_AVX2 float
+row_max_avx2(size_t n, const float *x)
+{
+	__m256		m[4];
+	float		lanes[8];
+	float		r = -INFINITY;
+	size_t		j;
+
+	for (int i = 0; i < 4; i++)
+		m[i] = _mm256_set1_ps(-INFINITY);
+	for (j = 0; j + 32 <= n; j += 32)
+		for (int i = 0; i < 4; i++)
+			m[i] = _mm256_max_ps(_mm256_loadu_ps(x + j + 8 * i), m[i]);
+	m[0] = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+	_mm256_storeu_ps(lanes, m[0]);
+	for (int l = 0; l < 8; l++)
+		r = lanes[l] > r ? lanes[l] : r;
+	for (; j < n; j++)
+		r = x[j] > r ? x[j] : r;
+	return r;
+}
+
+static T_AVX512 float
+row_max_avx512(size_t n, const float *x)
+{
+	__m512		m[4];
+	float		lanes[16];
+	float		r = -INFINITY;
+	size_t		j;
+
+	for (int i = 0; i < 4; i++)
+		m[i] = _mm512_set1_ps(-INFINITY);
+	for (j = 0; j + 64 <= n; j += 64)
+		for (int i = 0; i < 4; i++)
+			m[i] = _mm512_max_ps(_mm512_loadu_ps(x + j + 16 * i), m[i]);
+	m[0] = _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
+	_mm512_storeu_ps(lanes, m[0]);
+	for (int l = 0; l < 16; l++)
+		r = lanes[l] > r ? lanes[l] : r;
+	for (; j < n; j++)
+		r = x[j] > r ? x[j] : r;
+	return r;
+}
+#endif
+
+static size_t
+find_above_base(size_t n, const float *x, float t)
+{
+	for (size_t j = 0; j < n; j++)
+		if (!(x[j] <= t))
+			return j;
+	return n;
+}
+
+#ifdef TF_X86
+static T_AVX2 size_t
+find_above_avx2(size_t n, const float *x, float t)
+{
+	__m256		tv = _mm256_set1_ps(t);
+	size_t		j;
+
+	for (j = 0; j + 8 <= n; j += 8)
+	{
+		int			m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), tv, _CMP_NLE_UQ));
+
+		if (m)
+			return j + __builtin_ctz(m);
+	}
+	return j + find_above_base(n - j, x + j, t);
+}
+
+static T_AVX512 size_t
+find_above_avx512(size_t n, const float *x, float t)
+{
+	__m512		tv = _mm512_set1_ps(t);
+	size_t		j;
+
+	for (j = 0; j + 16 <= n; j += 16)
+	{
+		__mmask16	m = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j), tv, _CMP_NLE_UQ);
+
+		if (m)
+			return j + __builtin_ctz(m);
+	}
+	return j + find_above_base(n - j, x + j, t);
+}
+#endif
+
 /* the copies in effect, by family */
 static struct
 {
 	/* softmax */
 	void		(*softmax_rows) (int, int, float *);
 	double		(*log_sum_exp_max) (int, const float *, float);
+	float		(*row_max) (size_t, const float *);
+	size_t		(*find_above) (size_t, const float *, float);
 	/* norms */
 	void		(*layer_norm) (int, int, float *, const float *, const float *, const float *, float);
 	/* activations */
@@ -417,7 +547,8 @@ static struct
 }			vk;
 
 #define PICK_SOFTMAX(SFX) \
-	(vk.softmax_rows = softmax_rows_##SFX, vk.log_sum_exp_max = log_sum_exp_max_##SFX)
+	(vk.softmax_rows = softmax_rows_##SFX, vk.log_sum_exp_max = log_sum_exp_max_##SFX, \
+	 vk.row_max = row_max_##SFX, vk.find_above = find_above_##SFX)
 #define PICK_NORMS(SFX) (vk.layer_norm = layer_norm_##SFX)
 #define PICK_ACTIVATIONS(SFX) (vk.relu = relu_##SFX, vk.gelu = gelu_##SFX, vk.silu = silu_##SFX, \
 							   vk.silu_grad = silu_grad_##SFX, vk.gelu_grad = gelu_grad_##SFX)
@@ -532,11 +663,23 @@ tf_log_sum_exp_max(int n, const float *x, float max)
 double
 tf_log_sum_exp(int n, const float *x)
 {
-	float		max = -INFINITY;
+	return tf_log_sum_exp_max(n, x, tf_row_max(n, x));
+}
 
-	for (size_t j = 0; j < (size_t) n; j++)
-		max = x[j] > max ? x[j] : max;
-	return tf_log_sum_exp_max(n, x, max);
+float
+tf_row_max(size_t n, const float *x)
+{
+	if (vk.row_max == NULL)
+		pick_vector_default();
+	return vk.row_max(n, x);
+}
+
+size_t
+tf_find_above(size_t n, const float *x, float t)
+{
+	if (vk.find_above == NULL)
+		pick_vector_default();
+	return vk.find_above(n, x, t);
 }
 
 void

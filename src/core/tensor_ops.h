@@ -251,6 +251,12 @@ double		tf_log_sum_exp(int n, const float *x);
 /* The same, the maximum of x already known. */
 double		tf_log_sum_exp_max(int n, const float *x, float max);
 
+/* max(x) over n values, NaNs ignored; -inf if there are none. */
+float		tf_row_max(size_t n, const float *x);
+
+/* The first i < n with !(x[i] <= t): greater than t, or NaN; n if none. */
+size_t		tf_find_above(size_t n, const float *x, float t);
+
 /* out (rows, d) = layer_norm(x) · gamma + beta over the last dimension. */
 void		tf_layer_norm(int rows, int d, float *out, const float *x,
 						  const float *gamma, const float *beta, float eps);

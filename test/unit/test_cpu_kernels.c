@@ -155,6 +155,63 @@ test_log_sum_exp(const char *level)
 	check_close("log_sum_exp vs double", level, got, ref, NWIDTHS, 1e-6, 1e-6);
 }
 
+/*
+ * tf_row_max and tf_find_above (beam search's scans of the logits) against
+ * scalar loops: NaNs ignored by the maximum and found by the search (as
+ * !(x <= t)), -inf, the answer in the vector body, in the tail and absent.
+ */
+static void
+test_scans(const char *level)
+{
+	int			max_ok = 1,
+				find_ok = 1;
+
+	srand(9);
+	for (size_t w = 0; w < NWIDTHS; w++)
+	{
+		int			n = widths[w];
+		float	   *x = xmalloc(sizeof(float) * n);
+
+		for (int trial = 0; trial < 40; trial++)
+		{
+			float		ref = -INFINITY,
+						t;
+
+			for (int i = 0; i < n; i++)
+				x[i] = frand(-10.0f, 10.0f);
+			if (trial % 4 == 1)
+				x[rand() % n] = NAN;
+			if (trial % 4 == 2)
+				for (int i = 0; i < n; i++)
+					x[i] = -INFINITY;
+			if (trial % 4 == 3)
+				x[n - 1] = 50.0f;	/* the maximum, the only one above 20, last */
+			for (int i = 0; i < n; i++)
+				ref = x[i] > ref ? x[i] : ref;
+			if (tf_row_max(n, x) != ref)
+				max_ok = 0;
+			/* thresholds: the maximum (none above), 20, random ones */
+			for (int q = 0; q < 4; q++)
+			{
+				size_t		want = n;
+
+				t = q == 0 ? ref : q == 1 ? 20.0f : frand(-10.0f, 12.0f);
+				for (int i = 0; i < n; i++)
+					if (!(x[i] <= t))
+					{
+						want = i;
+						break;
+					}
+				if (tf_find_above(n, x, t) != want)
+					find_ok = 0;
+			}
+		}
+		free(x);
+	}
+	ok(max_ok, "row_max equals the scalar maximum, NaNs ignored", level);
+	ok(find_ok, "find_above finds the first x > t or NaN, as a scalar loop", level);
+}
+
 static void
 test_layer_norm(const char *level, float **keep)
 {
@@ -784,6 +841,7 @@ main(void)
 		check_blas(level, names[level]);
 		test_softmax(names[level], &soft);
 		test_log_sum_exp(names[level]);
+		test_scans(names[level]);
 		test_layer_norm(names[level], &norm);
 		test_activations(names[level], &act);
 		test_vector(names[level]);
