@@ -7,6 +7,7 @@
  *		                                         i8) and weight GB/s of tf_linear
  *		                                         (f32|f16|bf16|i8), weights packed
  *		                                         (i8: quantized) first
+ *		       bench_gemm fma ROUNDS             -> that loop's own GFLOP/s (median)
  *		       bench_gemm peak DTYPE M N K ROUNDS -> tf_linear's rate over a loop of
  *		                                         independent 512-bit FMAs', the two
  *		                                         alternating 0.2 s each per round
@@ -66,6 +67,7 @@ fma_peak(double secs)
 int
 main(int argc, char **argv)
 {
+	int			fma = argc == 3 && strcmp(argv[1], "fma") == 0;
 	int			sgemm = argc == 6 && strcmp(argv[1], "sgemm") == 0;
 	int			peak = argc == 7 && strcmp(argv[1], "peak") == 0;
 	int			linear = argc == 7 && (strcmp(argv[1], "linear") == 0 || peak);
@@ -76,10 +78,23 @@ main(int argc, char **argv)
 	unsigned char *w;
 	double	   *t;
 
-	if ((!sgemm && !linear) || atoi(argv[argc - 1]) < 1)
+	if ((!sgemm && !linear && !fma) || atoi(argv[argc - 1]) < 1)
 	{
-		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak f32|f16|bf16|i8 M N K REPS\n");
+		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak f32|f16|bf16|i8 M N K REPS | fma ROUNDS\n");
 		return 2;
+	}
+	if (fma)
+	{
+		/* the FMA loop alone: its median rate over ROUNDS of 0.2 s, and the range */
+		int			rounds = atoi(argv[2]);
+
+		t = malloc(sizeof(double) * rounds);
+		for (int r = 0; r < rounds; r++)
+			t[r] = fma_peak(0.2);
+		qsort(t, rounds, sizeof(double), cmp_double);
+		printf("512-bit FMA loop: median %.1f GFLOP/s [%.1f, %.1f] over %d rounds of 0.2 s\n",
+			   t[rounds / 2], t[0], t[rounds - 1], rounds);
+		return 0;
 	}
 	if (linear)
 		dt = strcmp(argv[2], "f16") == 0 ? TF_F16 : strcmp(argv[2], "bf16") == 0 ? TF_BF16 :
