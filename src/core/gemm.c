@@ -516,8 +516,10 @@ static sum_rows_fn sum_rows;
  * Whether the panels read x packed, and in blocks of how many rows: the
  * AVX-512 tile of 12 rows reads its 12 inputs of a step from one place
  * (one line in 1.3 steps) rather than from 12 rows' lines at once, which
- * all miss L1 together every 16 steps; on an output layer that streams
- * from memory that was 1.10-1.17x (docs/performance.md).
+ * all miss L1 together every 16 steps.  On output layers that stream from
+ * memory that was 1.05-1.16x (transformer-base's, 128 rows) and 1.15-1.34x
+ * (NLLB-600M's); the AVX2 tile of 3 rows gained nothing (0.98-1.04x), so
+ * it reads x's rows (docs/performance.md).
  */
 #define PACK_ROWS_v4 12
 #define PACK_ROWS_v3 0
