@@ -745,8 +745,9 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 				n = out_dim,
 				k = in_dim,
 				mr,
-				chunk;
+				chunk = 0;
 	int			parts;
+	bool		pack;
 
 	if (dt == TF_I8)
 	{
@@ -763,19 +764,23 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 		pick_kernels();
 	mr = linear_pack_rows;
 	parts = tf_product_parts(rows, out_dim, in_dim);
-	/* rows a time: whole blocks in XPACK_BYTES, at least one block */
-	chunk = mr ? xpack_bytes / sizeof(float) / k / mr * mr : 0;
-	if (chunk < mr)
-		chunk = mr;
 
 	/*
 	 * Packing costs about what 2 k steps of one tile do per input: worth
 	 * it where each thread's part has XPACK_MIN_COLS outputs or more (the
 	 * products whose weights stream from memory); up to 3 rows take 4
-	 * panels at a time, unpacked.
+	 * panels at a time, unpacked.  Rows a time: whole blocks in
+	 * XPACK_BYTES, at least one block.
 	 */
-	if (mr == 0 || m <= 3 || n / parts < xpack_min_cols ||
-		xpack_buffer((m < chunk ? m : chunk) * k) == NULL)
+	pack = mr > 0 && k > 0 && m > 3 && n / parts >= xpack_min_cols;
+	if (pack)
+	{
+		chunk = xpack_bytes / sizeof(float) / k / mr * mr;
+		if (chunk < mr)
+			chunk = mr;
+		pack = xpack_buffer((m < chunk ? m : chunk) * k) != NULL;
+	}
+	if (!pack)
 	{
 		LinearJob	job = {m, n, k, y, x, NULL, packed, dt, bias};
 
