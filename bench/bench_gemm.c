@@ -13,6 +13,8 @@
  *		                                         alternating 0.2 s each per round
  *		                                         (the VM's speed drifts; a ratio
  *		                                         taken side by side does not)
+ *		TF_CPU_KERNELS=avx512|avx2|portable in the environment holds the
+ *		kernels to that level, as the setting transformer.cpu_kernels does.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -107,6 +109,18 @@ main(int argc, char **argv)
 		return 2;
 	tf_blas_init();
 	tf_set_blas_threads(1);
+	if (getenv("TF_CPU_KERNELS"))
+	{
+		const char *want = getenv("TF_CPU_KERNELS");
+		int			level = strcmp(want, "avx512") == 0 ? 2 : strcmp(want, "avx2") == 0 ? 1 :
+			strcmp(want, "portable") == 0 ? 0 : -2;
+
+		if (level < -1 || tf_gemm_kernels(level) == NULL)
+		{
+			fprintf(stderr, "bench_gemm: TF_CPU_KERNELS=%s is not a level this CPU has\n", want);
+			return 2;
+		}
+	}
 	es = tf_dtype_size(dt);
 	x = malloc(sizeof(float) * (size_t) m * k);
 	y = malloc(sizeof(float) * (size_t) m * n);

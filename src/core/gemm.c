@@ -17,9 +17,14 @@
  * Each output is accumulated over the input in order, one fused
  * multiply-add at a time, whatever the number of rows: a row's result does
  * not depend on the other rows, so a sentence decodes the same alone or in
- * a batch.  For products whose weights stream from memory, the AVX-512
- * kernel reads x packed, a block of 12 rows column by column (pack_rows):
- * the same sums, read from one line at a time.
+ * a batch.
+ *
+ * An fp16 or bf16 panel met by more than one block of rows is converted
+ * once, into a panel-sized fp32 buffer that the tiles then read:
+ * converting in every tile took the multiply-adds' ports (at AVX2, fp16
+ * ran at 0.7x fp32).  For products whose weights stream from memory, the
+ * AVX-512 kernel reads x packed, a block of 12 rows column by column
+ * (pack_rows): the same sums, read from one line at a time.
  *
  * One body per vector width (AVX-512, AVX2 + FMA, SSE2), chosen at run
  * time; the tile shapes are constants in every inlined copy, so the
@@ -101,6 +106,28 @@ tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType 
 }
 
 /* ------------------------------------------------------------- kernels */
+
+/*
+ * This thread's buffer for one panel converted to fp32 (TF_PANEL · k
+ * floats), kept between calls; NULL if it cannot be had, and the kernels
+ * then convert as they go.
+ */
+static __thread float *panel_buf;
+static __thread size_t panel_buf_floats;
+
+static float *
+panel_buffer(size_t k)
+{
+	size_t		floats = TF_PANEL * k;
+
+	if (floats > panel_buf_floats)
+	{
+		free(panel_buf);
+		panel_buf = aligned_alloc(64, floats * sizeof(float));
+		panel_buf_floats = panel_buf ? floats : 0;
+	}
+	return panel_buf;
+}
 
 
 /*
@@ -277,7 +304,7 @@ sum_rows_##SFX(size_t n, size_t k, float *out, const float *w,					\
 static inline __attribute__((always_inline, TARGET)) void						\
 panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 						const float *x, size_t xsp, size_t xsr, const BT *panel,		\
-						const BT *next, size_t pfn, const float *bias)					\
+						const char *next, size_t nrb, size_t pfn, const float *bias)	\
 {																				\
 	vf_##SFX	acc[MR][NV];													\
 	size_t		pf = 0,															\
@@ -291,9 +318,10 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 		vf_##SFX	w[NV];														\
 																				\
 		/*																		\
-		 * pfn rows of the next panel from `next`, evenly over this tile's	\
-		 * k steps, while this one computes: every block of rows takes its	\
-		 * share, so that no tile asks memory for a whole panel at once.		\
+		 * pfn rows (nrb bytes each) of the next panel from `next`, evenly	\
+		 * over this tile's k steps, while this one computes: every block	\
+		 * of rows takes its share, so that no tile asks memory for a		\
+		 * whole panel at once.												\
 		 * Into L2 only (prefetcht2): in L1 the next panel would evict this	\
 		 * one's lines and x's, and hold the fill buffers that x's misses	\
 		 * need while it comes from memory.									\
@@ -301,8 +329,8 @@ panel_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy, size_t cols,	\
 		if (next && (due += pfn) >= k)											\
 		{																		\
 			due -= k;															\
-			for (size_t i = 0; i < TF_PANEL * sizeof(BT); i += 64)				\
-				__builtin_prefetch((const char *) (next + pf * TF_PANEL) + i, 0, 1);	\
+			for (size_t i = 0; i < nrb; i += 64)								\
+				__builtin_prefetch(next + pf * nrb + i, 0, 1);					\
 			pf++;																\
 		}																		\
 		for (size_t i = 0; i < NV; i++)											\
@@ -371,6 +399,47 @@ panel4_tile_##SFX##_##DT(size_t R, size_t k, float *y, size_t ldy,				\
 					acc[r][q][i];												\
 }																				\
 																				\
+/*																				\
+ * All m rows of x through one panel (cols outputs from y's column j0 on),	\
+ * in blocks of MR rows, each prefetching its share of the next panel		\
+ * (next, nrb bytes a panel column, or NULL).								\
+ */																				\
+static inline __attribute__((always_inline, TARGET)) void						\
+panel_rows_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
+						const float *xp, const BT *panel, const char *next,		\
+						size_t nrb, size_t cols, const float *bj)				\
+{																				\
+	size_t		nb = (m + MR - 1) / MR;											\
+																				\
+	for (size_t r = 0; r < m; r += MR)											\
+	{																			\
+		size_t		R = m - r < MR ? m - r : MR;								\
+		size_t		lo = r / MR * k / nb,										\
+					pfn = (r / MR + 1) * k / nb - lo;							\
+		const char *nx = next ? next + lo * nrb : NULL;							\
+		float	   *yr = y + r * n;												\
+																				\
+		if (xp)			/* a block of R rows, column by column */				\
+		{																		\
+			const float *xr = xp + r * k;										\
+																				\
+			switch (R)															\
+			{																	\
+				PANEL_CASES_##SFX(DT, 1)										\
+			}																	\
+		}																		\
+		else																	\
+		{																		\
+			const float *xr = x + r * k;										\
+																				\
+			switch (R)															\
+			{																	\
+				PANEL_CASES_##SFX(DT, 0)										\
+			}																	\
+		}																		\
+	}																			\
+}																				\
+																				\
 static __attribute__((TARGET)) void												\
 linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 					const float *xp, const void *packed, size_t jlo, size_t jhi,	\
@@ -378,7 +447,8 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 {																				\
 	const BT   *w = packed;														\
 	size_t		j = jlo,														\
-				nb = (m + MR - 1) / MR;	/* blocks of rows: each prefetches its share */	\
+				nrb = TF_PANEL * sizeof(BT);									\
+	float	   *wf = NULL;														\
 																				\
 	if (m <= 3 && MR > 1)														\
 		for (; j + 4 * TF_PANEL <= jhi; j += 4 * TF_PANEL)						\
@@ -392,46 +462,38 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 			else																\
 				panel4_tile_##SFX##_##DT(3, k, y + j, n, x, k, w + j * k, bj);	\
 		}																		\
+	/*																			\
+	 * Half-precision panels met by more than one block of rows are		\
+	 * converted once, into this thread's buffer: otherwise every block	\
+	 * converts each weight again, and at AVX2 the conversions take the	\
+	 * ports of the multiply-adds (f16 ran at 0.7x f32).  The same floats.	\
+	 */																			\
+	if (sizeof(BT) != sizeof(float) && m > MR && j < jhi)						\
+		wf = panel_buffer(k);													\
 	/* each panel is read from memory once and meets every row of x */		\
 	for (; j < jhi; j += TF_PANEL)												\
 	{																			\
 		size_t		cols = jhi - j < TF_PANEL ? jhi - j : TF_PANEL;				\
 		const BT   *panel = w + j * k;											\
 		const float *bj = bias ? bias + j : NULL;								\
+		const char *next = j + TF_PANEL < jhi ? (const char *) (panel + k * TF_PANEL) : NULL;	\
 																				\
-		for (size_t r = 0; r < m; r += MR)										\
+		if (wf)																	\
 		{																		\
-			size_t		R = m - r < MR ? m - r : MR;							\
-			size_t		lo = r / MR * k / nb,									\
-						pfn = (r / MR + 1) * k / nb - lo;						\
-			const BT   *next = j + TF_PANEL < jhi ? panel + (k + lo) * TF_PANEL : NULL;	\
-			float	   *yr = y + r * n + j;										\
-																				\
-			if (xp)		/* a block of R rows, column by column */				\
-			{																	\
-				const float *xr = xp + r * k;									\
-																				\
-				switch (R)														\
-				{																\
-					PANEL_CASES_##SFX(DT, 1)									\
-				}																\
-			}																	\
-			else																\
-			{																	\
-				const float *xr = x + r * k;									\
-																				\
-				switch (R)														\
-				{																\
-					PANEL_CASES_##SFX(DT, 0)									\
-				}																\
-			}																	\
+			for (size_t p = 0; p < k; p++)										\
+				for (size_t i = 0; i < NV; i++)									\
+					*(vf_##SFX *) (wf + p * TF_PANEL + i * VW) =				\
+						LOADP(panel + p * TF_PANEL, i);							\
+			panel_rows_##SFX##_f32(m, n, k, y + j, x, xp, wf, next, nrb, cols, bj);	\
 		}																		\
+		else																	\
+			panel_rows_##SFX##_##DT(m, n, k, y + j, x, xp, panel, next, nrb, cols, bj);	\
 	}																			\
 }
 
 /* PK: x packed (xp, a block of R rows column by column), else x's rows */
 #define PANEL_CASE(SFX, DT, R, PK) case R: panel_tile_##SFX##_##DT(R, k, yr, n, cols, xr, (PK) ? (R) : 1, \
-	(PK) ? 1 : k, panel, next, pfn, bj); break;
+	(PK) ? 1 : k, panel, nx, nrb, pfn, bj); break;
 
 #ifdef TF_X86
 typedef float vf_v4 __attribute__((vector_size(64), aligned(4)));
@@ -469,9 +531,9 @@ DEFINE_GATHER(v3, target("arch=x86-64-v3"), 8)
 #define PANEL_CASES_v4(DT, PK) PANEL_CASE(v4, DT, 1, PK) PANEL_CASE(v4, DT, 2, PK) PANEL_CASE(v4, DT, 3, PK) \
 	PANEL_CASE(v4, DT, 4, PK) PANEL_CASE(v4, DT, 5, PK) PANEL_CASE(v4, DT, 6, PK) PANEL_CASE(v4, DT, 7, PK) \
 	PANEL_CASE(v4, DT, 8, PK) PANEL_CASE(v4, DT, 9, PK) PANEL_CASE(v4, DT, 10, PK) PANEL_CASE(v4, DT, 11, PK) \
-	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, (PK) ? 12 : 1, (PK) ? 1 : k, panel, next, pfn, bj); break;
+	default: panel_tile_v4_##DT(12, k, yr, n, cols, xr, (PK) ? 12 : 1, (PK) ? 1 : k, panel, nx, nrb, pfn, bj); break;
 #define PANEL_CASES_v3(DT, PK) PANEL_CASE(v3, DT, 1, PK) PANEL_CASE(v3, DT, 2, PK) \
-	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, (PK) ? 3 : 1, (PK) ? 1 : k, panel, next, pfn, bj); break;
+	default: panel_tile_v3_##DT(3, k, yr, n, cols, xr, (PK) ? 3 : 1, (PK) ? 1 : k, panel, nx, nrb, pfn, bj); break;
 
 DEFINE_PANEL(v4, f32, target("arch=x86-64-v4"), 12, 2, 16, float, V4_F32)
 DEFINE_PANEL(v4, f16, target("arch=x86-64-v4"), 12, 2, 16, uint16_t, V4_F16)
@@ -490,7 +552,7 @@ typedef float vf_base __attribute__((vector_size(16), aligned(4)));
 	CONV((p)[4 * (i) + 2]), CONV((p)[4 * (i) + 3])})
 #define BASE_F16(p, i) BASE_HALF(p, i, tf_half_to_float)
 #define BASE_BF16(p, i) BASE_HALF(p, i, tf_bf16_to_float)
-#define PANEL_CASES_base(DT, PK) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, 1, k, panel, next, pfn, bj); break;
+#define PANEL_CASES_base(DT, PK) default: panel_tile_base_##DT(1, k, yr, n, cols, xr, 1, k, panel, nx, nrb, pfn, bj); break;
 
 DEFINE_DOT_TILE(base, unused, 4)
 DEFINE_GATHER(base, unused, 4)

@@ -133,7 +133,8 @@ void		tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, Tf
 
 /*
  * y (rows, out) = x (rows, in) · Wᵀ + bias with W packed (above); bias may
- * be NULL.  fp16 and bf16 are converted in registers.  Each row's result is
+ * be NULL.  fp16 and bf16 are converted to fp32 (in registers, or a panel
+ * at a time for many rows: the same floats).  Each row's result is
  * independent of the other rows.  gemm.c.
  */
 void		tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,

@@ -364,7 +364,7 @@ test_vector(const char *level)
 static void
 test_fp32(const char *level)
 {
-	static const int shapes[][3] = {{1, 70, 33}, {3, 129, 64}, {13, 100, 257}, {40, 64, 96}};
+	static const int shapes[][3] = {{1, 70, 33}, {3, 129, 64}, {13, 100, 257}, {40, 64, 96}, {5, 200, 31}};
 
 	srand(13);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
@@ -380,6 +380,7 @@ test_fp32(const char *level)
 		void	   *p32 = xmalloc(tf_packed_size(n, k, TF_F32));
 		void	   *p16 = xmalloc(tf_packed_size(n, k, TF_BF16));
 		float	   *y = xmalloc(sizeof(float) * m * n);
+		float	   *y32 = xmalloc(sizeof(float) * m * n);
 		double	   *ref = xmalloc(sizeof(double) * m * n);
 		double	   *ref16 = xmalloc(sizeof(double) * m * n);
 		double	   *refmm = xmalloc(sizeof(double) * m * n);
@@ -422,6 +423,11 @@ test_fp32(const char *level)
 		tf_linear(m, n, k, y, x, p16, TF_BF16, bias);
 		snprintf(what, sizeof(what), "linear bf16 %dx%dx%d", m, n, k);
 		check_close(what, level, y, ref16, (size_t) m * n, 1e-5, 1e-5);
+		/* the same sums as fp32 on the widened weights, converted as they go or a panel at once */
+		tf_pack_panels(n, k, p32, wf, TF_F32);
+		tf_linear(m, n, k, y32, x, p32, TF_F32, bias);
+		snprintf(what, sizeof(what), "linear bf16 %dx%dx%d is fp32 on its values, bitwise", m, n, k);
+		ok(memcmp(y, y32, sizeof(float) * m * n) == 0, what, level);
 		/* few rows: gemm.c's kernels; more than TF_SMALL_M: OpenBLAS */
 		tf_matmul(m, n, k, y, n, x, k, w, k, true, 0.5f, 0.0f);
 		snprintf(what, sizeof(what), "matmul %s %dx%dx%d", m > TF_SMALL_M ? "sgemm" : "few", m, n, k);
@@ -434,6 +440,7 @@ test_fp32(const char *level)
 		free(p32);
 		free(p16);
 		free(y);
+		free(y32);
 		free(ref);
 		free(ref16);
 		free(refmm);
