@@ -151,6 +151,8 @@ void		tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float
  * more; 0, 0 restores the defaults (4 MB, 2048).
  */
 void		tf_linear_pack_limits(size_t bytes, size_t min_cols);
+/* Test hook: tf_linear's inputs per chunk of a panel (0: the default). */
+void		tf_linear_chunk_limit(size_t kc);
 
 /*
  * Threads (threads.h): a product of at least TF_PARALLEL_MIN_MACS

@@ -502,11 +502,13 @@ test_linear(const char *kernels)
 
 	srand(7);
 	/*
-	 * twice: at the default limits, then with x packed for every product
+	 * four times: at the default limits; with x packed for every product
 	 * of 4 rows or more, in runs of one block of rows (at 4 kB) where k is
-	 * 86 or more (gemm.c, pack_rows)
+	 * 86 or more (gemm.c, pack_rows); with panels taken 16 inputs at a time
+	 * (where more than one block of rows meets them); and both, in runs of
+	 * many blocks (at 64 kB), so that packed blocks are taken in chunks
 	 */
-	for (int lim = 0; lim < 2; lim++)
+	for (int lim = 0; lim < 4; lim++)
 	for (int dt = TF_F32; dt <= TF_BF16; dt++)
 		for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 		{
@@ -559,11 +561,13 @@ test_linear(const char *kernels)
 					ref[r * n + j] = (float) acc;
 				}
 			tf_pack_panels(n, k, packed, w, dt);
-			tf_linear_pack_limits(lim ? 4096 : 0, lim ? 1 : 0);
+			tf_linear_pack_limits(lim == 1 ? 4096 : lim == 3 ? 65536 : 0, lim & 1 ? 1 : 0);
+			tf_linear_chunk_limit(lim & 2 ? 16 : 0);
 			tf_linear(m, n, k, y, x, packed, dt, bias);
 			tf_linear_pack_limits(0, 0);
-			snprintf(label, sizeof(label), "%s_%s_%dx%dx%d%s", kernels, names[dt], m, n, k,
-					 lim ? "_xpacked" : "");
+			tf_linear_chunk_limit(0);
+			snprintf(label, sizeof(label), "%s_%s_%dx%dx%d%s%s", kernels, names[dt], m, n, k,
+					 lim & 1 ? "_xpacked" : "", lim & 2 ? "_kc16" : "");
 			check_tensor(label, "vs double", y, ref, m * n, 1e-4f * (1 + k / 64));
 			for (int r = 0; r < m; r++)
 			{
