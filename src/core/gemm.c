@@ -516,13 +516,11 @@ linear_##SFX##_##DT(size_t m, size_t n, size_t k, float *y, const float *x,	\
 		const BT   *panel = w + j * k;											\
 		const float *bj = bias ? bias + j : NULL;								\
 		const char *next = j + TF_PANEL < jhi ? (const char *) (panel + k * TF_PANEL) : NULL;	\
-																				\
-		size_t		p0 = 0,														\
-					kn;															\
+		size_t		p0 = 0;														\
 																				\
 		do		/* once, with no inputs: the bias */							\
 		{																		\
-			kn = k - p0 < kc ? k - p0 : kc;										\
+			size_t		kn = k - p0 < kc ? k - p0 : kc;							\
 			const float *b = p0 + kn == k ? bj : NULL;							\
 			const BT   *chunk = panel + p0 * TF_PANEL;							\
 																				\
