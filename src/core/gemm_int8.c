@@ -722,12 +722,14 @@ block_avx2_narrow(size_t m, size_t n, size_t k, float *y, const QInput *x,
  * them: per group, 4 vectors of 8 rows' (w0, w1) pairs, then 4 of their
  * (w2, w3) pairs; x's bytes widened once too, so that a pair (x0, x1) is
  * one vpbroadcastd from memory.  Then each accumulator holds 8 whole
- * outputs (no pair sums after), 3 rows × 4 accumulators fit the 16
- * registers, and the inner loop is vpmaddwd + vpaddd: without the
- * widening, which the tile above repeats for every 2 rows.
+ * outputs (no pair sums after), and the inner loop is vpmaddwd + vpaddd:
+ * without the widening, which the tile above repeats for every 2 rows.
+ * Tiles of 2 rows: the weights are operands from memory either way, and
+ * 3 rows × 4 accumulators with the products in flight spilled two of
+ * them every group (2 rows were 1.02-1.06x).
  */
 #define AVX2_KC 64
-#define AVX2_WIDE_MR 3
+#define AVX2_WIDE_MR 2
 
 /* groups [g0, g0 + gn) of a panel as s16 pairs: out (gn, 8 vectors of 16) */
 static T_AVX2 void
@@ -758,7 +760,7 @@ widen_panel_avx2(const int8_t *panel, size_t g0, size_t gn, int16_t *out)
 	}
 }
 
-/* R rows (R <= 3) by a panel, groups [0, gn) of the widened chunk: sums += */
+/* R rows (R <= AVX2_WIDE_MR) by a panel, groups [0, gn) of the widened chunk: sums += */
 static ALWAYS_INLINE T_AVX2 void
 wide_tile_avx2(const int R, size_t gn, const int16_t *wbuf, const int16_t *xw, size_t ldx,
 			   int32_t *sums, bool first)
@@ -826,9 +828,7 @@ block_avx2_wide(size_t m, size_t n, size_t k, float *y, const QInput *x,
 			widen_panel_avx2(panel, g0, gn, wbuf);
 			for (; r + AVX2_WIDE_MR <= m; r += AVX2_WIDE_MR)
 				wide_tile_avx2(AVX2_WIDE_MR, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
-			if (m - r == 2)
-				wide_tile_avx2(2, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
-			else if (m - r == 1)
+			if (m - r == 1)
 				wide_tile_avx2(1, gn, wbuf, xw + r * ld + 4 * g0, ld, sums + r * TF_PANEL, g0 == 0);
 		}
 		for (size_t r = 0; r < m; r++)
@@ -842,7 +842,7 @@ static T_AVX2 void
 block_avx2(size_t m, size_t n, size_t k, float *y, const QInput *x,
 		   const void *packed, const float *bias, size_t jlo, size_t jhi)
 {
-	if (m >= AVX2_WIDE_MR)
+	if (m >= 3)
 		block_avx2_wide(m, n, k, y, x, packed, bias, jlo, jhi);
 	else
 		block_avx2_narrow(m, n, k, y, x, packed, bias, jlo, jhi);
