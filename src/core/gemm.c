@@ -806,7 +806,7 @@ linear_part(void *arg, int part, int nparts)
  * with small products.
  */
 #define XPACK_BYTES ((size_t) 4 << 20)
-#define XPACK_MIN_COLS 2048
+#define XPACK_MIN_COLS 1024
 
 static size_t xpack_bytes = XPACK_BYTES;
 static size_t xpack_min_cols = XPACK_MIN_COLS;
@@ -890,10 +890,11 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 
 	/*
 	 * Packing costs about what 2 k steps of one tile do per input: worth
-	 * it where each thread's part has XPACK_MIN_COLS outputs or more (the
-	 * products whose weights stream from memory); up to 3 rows take 4
-	 * panels at a time, unpacked.  Rows a time: whole blocks in
-	 * XPACK_BYTES, at least one block.
+	 * it where each thread's part has XPACK_MIN_COLS outputs or more.  At
+	 * 1024 outputs (NLLB-600M's attention and its FFN's second layer) it
+	 * was 1.0-1.14x, the most when the VM was slow; at 512, 0.93-0.97x.
+	 * Up to 3 rows take 4 panels at a time, unpacked.  Rows a time: whole
+	 * blocks in XPACK_BYTES, at least one block.
 	 */
 	pack = mr > 0 && k > 0 && m > 3 && n / parts >= xpack_min_cols;
 	if (pack)

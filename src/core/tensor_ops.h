@@ -148,7 +148,7 @@ void		tf_linear_columns(int rows, int out_dim, int in_dim, float *y, const float
 /*
  * For the unit tests: tf_linear packs x in runs of at most `bytes` (one
  * block of rows at least) when a thread's part has min_cols outputs or
- * more; 0, 0 restores the defaults (4 MB, 2048).
+ * more; 0, 0 restores the defaults (4 MB, 1024).
  */
 void		tf_linear_pack_limits(size_t bytes, size_t min_cols);
 /* Test hook: tf_linear's inputs per chunk of a panel (0: the default). */
