@@ -22,9 +22,12 @@
  * An fp16 or bf16 panel met by more than one block of rows is converted
  * once, into a panel-sized fp32 buffer that the tiles then read:
  * converting in every tile took the multiply-adds' ports (at AVX2, fp16
- * ran at 0.7x fp32).  For products whose weights stream from memory, the
- * AVX-512 kernel reads x packed, a block of 12 rows column by column
- * (pack_rows): the same sums, read from one line at a time.
+ * ran at 0.7x fp32).  The AVX2 and portable kernels take a panel 256
+ * inputs at a time (LINEAR_KC_*), keeping the sums in y between chunks,
+ * so that the chunk stays in L1 while every block of rows passes.  For
+ * products whose weights stream from memory, the AVX-512 kernel reads x
+ * packed, a block of 12 rows column by column (pack_rows).  Each is the
+ * same sums in the same order.
  *
  * One body per vector width (AVX-512, AVX2 + FMA, SSE2), chosen at run
  * time; the tile shapes are constants in every inlined copy, so the
