@@ -37,6 +37,7 @@
 #include "blas.h"
 #include "threads.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,12 +112,53 @@ tf_packed_row(size_t rows, size_t cols, float *out, const void *packed, TfDType 
 /* ------------------------------------------------------------- kernels */
 
 /*
- * This thread's buffer for one panel converted to fp32 (TF_PANEL · k
- * floats), kept between calls; NULL if it cannot be had, and the kernels
- * then convert as they go.
+ * Each thread's buffers, kept between calls and freed when the thread ends
+ * (a key's destructor: the pool's threads end when transformer.threads
+ * changes): a panel converted to fp32, and x packed (pack_rows).
  */
-static __thread float *panel_buf;
-static __thread size_t panel_buf_floats;
+typedef struct ThreadBuffers
+{
+	float	   *panel;			/* (TF_PANEL · kc) */
+	size_t		panel_floats;
+	float	   *xpack;			/* (rows · k) */
+	size_t		xpack_floats;
+} ThreadBuffers;
+
+static __thread ThreadBuffers tbuf;
+static pthread_key_t tbuf_key;
+static pthread_once_t tbuf_once = PTHREAD_ONCE_INIT;
+static bool tbuf_key_made;
+
+static void
+tbuf_free(void *arg)
+{
+	ThreadBuffers *b = arg;
+
+	free(b->panel);
+	free(b->xpack);
+	memset(b, 0, sizeof(*b));
+}
+
+static void
+tbuf_make_key(void)
+{
+	tbuf_key_made = pthread_key_create(&tbuf_key, tbuf_free) == 0;
+}
+
+/* *buf grown to at least floats (64-byte aligned); NULL if it cannot be had */
+static float *
+thread_buffer(float **buf, size_t *have, size_t floats)
+{
+	if (floats <= *have)
+		return *buf;
+	pthread_once(&tbuf_once, tbuf_make_key);
+	if (!tbuf_key_made || pthread_setspecific(tbuf_key, &tbuf) != 0)
+		return NULL;
+	free(*buf);
+	*buf = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+	*have = *buf ? floats : 0;
+	return *buf;
+}
 
 /*
  * Inputs per chunk of a panel, for products of more than one block of
@@ -141,18 +183,11 @@ tf_linear_chunk_limit(size_t kc)
 	linear_kc_test = kc;
 }
 
+/* this thread's buffer for a panel's chunk of kc inputs in fp32; NULL: convert as they go */
 static float *
-panel_buffer(size_t k)
+panel_buffer(size_t kc)
 {
-	size_t		floats = TF_PANEL * k;
-
-	if (floats > panel_buf_floats)
-	{
-		free(panel_buf);
-		panel_buf = aligned_alloc(64, floats * sizeof(float));
-		panel_buf_floats = panel_buf ? floats : 0;
-	}
-	return panel_buf;
+	return thread_buffer(&tbuf.panel, &tbuf.panel_floats, TF_PANEL * kc);
 }
 
 
@@ -821,19 +856,10 @@ tf_linear_pack_limits(size_t bytes, size_t min_cols)
 	xpack_min_cols = min_cols ? min_cols : XPACK_MIN_COLS;
 }
 
-static __thread float *xpack;
-static __thread size_t xpack_floats;
-
 static float *
 xpack_buffer(size_t floats)
 {
-	if (floats > xpack_floats)
-	{
-		free(xpack);
-		xpack = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-		xpack_floats = xpack ? floats : 0;
-	}
-	return xpack;
+	return thread_buffer(&tbuf.xpack, &tbuf.xpack_floats, floats);
 }
 
 static void
@@ -917,9 +943,9 @@ tf_linear(int rows, int out_dim, int in_dim, float *y, const float *x,
 	for (size_t r0 = 0; r0 < m; r0 += chunk)
 	{
 		size_t		mc = m - r0 < chunk ? m - r0 : chunk;
-		LinearJob	job = {mc, n, k, y + r0 * n, x + r0 * k, xpack, packed, dt, bias};
+		LinearJob	job = {mc, n, k, y + r0 * n, x + r0 * k, tbuf.xpack, packed, dt, bias};
 
-		pack_rows(mc, k, mr, xpack, x + r0 * k);
+		pack_rows(mc, k, mr, tbuf.xpack, x + r0 * k);
 		tf_parallel(parts, linear_part, &job);
 	}
 }

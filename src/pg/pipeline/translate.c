@@ -423,9 +423,10 @@ TranslateSentenceIds(CachedModel *cm, const char *model, int n, text **in, const
 
 	last_tokens_in = last_tokens_out = 0;
 
-	/* every input checked before any decoding */
+	/* every input checked before any decoding (a document can have 100,000 short ones) */
 	for (int i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		srcs[i] = SourceIds(cm, model, in[i], o, &nsrc[i]);
 		last_tokens_in += nsrc[i];
 		DecodeOptions(cm, model, nsrc[i], o, &opts[i]);
