@@ -20,7 +20,7 @@
  * a batch.
  *
  * An fp16 or bf16 panel met by more than one block of rows is converted
- * once, into a panel-sized fp32 buffer that the tiles then read:
+ * once (a chunk of it at AVX2), into an fp32 buffer that the tiles read:
  * converting in every tile took the multiply-adds' ports (at AVX2, fp16
  * ran at 0.7x fp32).  The AVX2 and portable kernels take a panel 256
  * inputs at a time (LINEAR_KC_*), keeping the sums in y between chunks,
