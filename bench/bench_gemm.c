@@ -13,6 +13,12 @@
  *		                                         alternating 0.2 s each per round
  *		                                         (the VM's speed drifts; a ratio
  *		                                         taken side by side does not)
+ *		       bench_gemm best DTYPE M N K CALLS -> the best and the mean rate of
+ *		                                         CALLS single calls of tf_linear, and
+ *		                                         of as many 2 ms runs of the FMA loop
+ *		                                         (256-bit at TF_CPU_KERNELS=avx2),
+ *		                                         interleaved: the best shows what a
+ *		                                         kernel does when the VM lets it
  *		TF_CPU_KERNELS=avx512|avx2|portable in the environment holds the
  *		kernels to that level, as the setting transformer.cpu_kernels does.
  */
@@ -57,9 +63,45 @@ fma_peak(double secs)
 		printf(" ");
 	return it * 12.0 * 32 / dt / 1e9;
 }
+
+/* the same with 256-bit FMAs (24 chains: 2 ports x 4 cycles of latency x 3) */
+__attribute__((target("avx2,fma"), noinline)) static double
+fma_peak_avx2(double secs)
+{
+	__m256		a[12],
+				b = _mm256_set1_ps(0.999999f),
+				c = _mm256_set1_ps(1e-7f);
+	long		it = 0;
+	double		t0 = now(),
+				dt;
+	float		s = 0;
+
+	for (int i = 0; i < 12; i++)
+		a[i] = _mm256_set1_ps((float) i);
+	do
+	{
+		for (int r = 0; r < 100000; r++)
+			for (int i = 0; i < 12; i++)
+				a[i] = _mm256_fmadd_ps(a[i], b, c);
+		it += 100000;
+	} while (now() - t0 < secs);
+	dt = now() - t0;
+	for (int i = 0; i < 12; i++)
+		for (int j = 0; j < 8; j++)
+			s += a[i][j];
+	if (s == 12345.0f)			/* keeps the chains */
+		printf(" ");
+	return it * 12.0 * 16 / dt / 1e9;
+}
 #else
 static double
 fma_peak(double secs)
+{
+	(void) secs;
+	return 0;
+}
+static double
+fma_peak_avx2(double secs)
 {
 	(void) secs;
 	return 0;
@@ -72,7 +114,9 @@ main(int argc, char **argv)
 	int			fma = argc == 3 && strcmp(argv[1], "fma") == 0;
 	int			sgemm = argc == 6 && strcmp(argv[1], "sgemm") == 0;
 	int			peak = argc == 7 && strcmp(argv[1], "peak") == 0;
-	int			linear = argc == 7 && (strcmp(argv[1], "linear") == 0 || peak);
+	int			best = argc == 7 && strcmp(argv[1], "best") == 0;
+	int			linear = argc == 7 && (strcmp(argv[1], "linear") == 0 || peak || best);
+	int			avx2 = 0;
 	TfDType		dt = TF_F32;
 	int			m, n, k, reps;
 	size_t		es;
@@ -82,7 +126,7 @@ main(int argc, char **argv)
 
 	if ((!sgemm && !linear && !fma) || atoi(argv[argc - 1]) < 1)
 	{
-		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak f32|f16|bf16|i8 M N K REPS | fma ROUNDS\n");
+		fprintf(stderr, "usage: bench_gemm sgemm M N K REPS | linear|peak|best f32|f16|bf16|i8 M N K REPS | fma ROUNDS\n");
 		return 2;
 	}
 	if (fma)
@@ -120,6 +164,7 @@ main(int argc, char **argv)
 			fprintf(stderr, "bench_gemm: TF_CPU_KERNELS=%s is not a level this CPU has\n", want);
 			return 2;
 		}
+		avx2 = level == 1;
 	}
 	es = tf_dtype_size(dt);
 	x = malloc(sizeof(float) * (size_t) m * k);
@@ -165,6 +210,40 @@ main(int argc, char **argv)
 			tf_pack_panels(n, k, packed, w, dt);
 		free(w);
 		w = packed;
+	}
+	if (best)
+	{
+		double		(*loop) (double) = avx2 ? fma_peak_avx2 : fma_peak;
+		double	   *f = malloc(sizeof(double) * reps),
+					tbest = 1e30,
+					tsum = 0,
+					fbest = 0,
+					fsum = 0,
+					flops = 2.0 * m * n * k;
+
+		if (loop(0.01) == 0)
+		{
+			fprintf(stderr, "bench_gemm best: needs AVX2 and FMA (AVX-512 unless TF_CPU_KERNELS=avx2)\n");
+			return 2;
+		}
+		tf_linear(m, n, k, y, x, w, dt, NULL);	/* first touches */
+		for (int r = 0; r < reps; r++)
+		{
+			double		t0 = now();
+
+			tf_linear(m, n, k, y, x, w, dt, NULL);
+			t[r] = now() - t0;
+			f[r] = loop(0.002);
+			tbest = t[r] < tbest ? t[r] : tbest;
+			tsum += t[r];
+			fbest = f[r] > fbest ? f[r] : fbest;
+			fsum += f[r];
+		}
+		printf("tf_linear: best %.1f GFLOP/s, mean %.1f; %d-bit FMA loop: best %.1f, mean %.1f; "
+			   "best over best %.2f (%d calls)\n",
+			   flops / tbest / 1e9, flops / (tsum / reps) / 1e9, avx2 ? 256 : 512, fbest, fsum / reps,
+			   flops / tbest / 1e9 / fbest, reps);
+		return 0;
 	}
 	if (peak)
 	{
