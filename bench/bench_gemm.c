@@ -133,6 +133,11 @@ main(int argc, char **argv)
 		/* the FMA loop alone: its median rate over ROUNDS of 0.2 s, and the range */
 		int			rounds = atoi(argv[2]);
 
+		if (tf_cpu_level(TF_LEVEL_AUTO) < TF_LEVEL_AVX512)
+		{
+			fprintf(stderr, "bench_gemm fma: needs AVX-512\n");
+			return 2;
+		}
 		t = malloc(sizeof(double) * rounds);
 		for (int r = 0; r < rounds; r++)
 			t[r] = fma_peak(0.2);
@@ -249,7 +254,7 @@ main(int argc, char **argv)
 	}
 	if (peak)
 	{
-		if (fma_peak(0.01) == 0)
+		if (tf_cpu_level(TF_LEVEL_AUTO) < TF_LEVEL_AVX512 || fma_peak(0.01) == 0)
 		{
 			fprintf(stderr, "bench_gemm peak: needs AVX-512\n");
 			return 2;
