@@ -35,64 +35,43 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-/* GFLOP/s of 12 independent chains of 512-bit FMAs (enough for 2 FMA ports), for secs */
-__attribute__((target("avx512f"), noinline)) static double
-fma_peak(double secs)
-{
-	__m512		a[12],
-				b = _mm512_set1_ps(0.999999f),
-				c = _mm512_set1_ps(1e-7f);
-	long		it = 0;
-	double		t0 = now(),
-				dt;
-	float		s = 0;
-
-	for (int i = 0; i < 12; i++)
-		a[i] = _mm512_set1_ps((float) i);
-	do
-	{
-		for (int r = 0; r < 100000; r++)
-			for (int i = 0; i < 12; i++)
-				a[i] = _mm512_fmadd_ps(a[i], b, c);
-		it += 100000;
-	} while (now() - t0 < secs);
-	dt = now() - t0;
-	for (int i = 0; i < 12; i++)
-		s += _mm512_reduce_add_ps(a[i]);
-	if (s == 12345.0f)			/* keeps the chains */
-		printf(" ");
-	return it * 12.0 * 32 / dt / 1e9;
+/*
+ * GFLOP/s of 12 independent chains of FMAs (enough for 2 FMA ports), for
+ * secs: NAME of vectors VT of LANES floats, for the kernels of that width.
+ */
+#define DEFINE_FMA_LOOP(NAME, TARGET, VT, LANES, SET1, FMADD)					\
+__attribute__((target(TARGET), noinline)) static double						\
+NAME(double secs)																\
+{																				\
+	VT			a[12],															\
+				b = SET1(0.999999f),											\
+				c = SET1(1e-7f);												\
+	long		it = 0;															\
+	double		t0 = now(),														\
+				dt;																\
+	float		s = 0;															\
+																				\
+	for (int i = 0; i < 12; i++)												\
+		a[i] = SET1((float) i);													\
+	do																			\
+	{																			\
+		for (int r = 0; r < 100000; r++)										\
+			for (int i = 0; i < 12; i++)										\
+				a[i] = FMADD(a[i], b, c);										\
+		it += 100000;															\
+	} while (now() - t0 < secs);												\
+	dt = now() - t0;															\
+	for (int i = 0; i < 12; i++)												\
+		for (int j = 0; j < LANES; j++)											\
+			s += a[i][j];														\
+	if (s == 12345.0f)			/* keeps the chains */							\
+		printf(" ");															\
+	return it * 12.0 * 2 * LANES / dt / 1e9;									\
 }
 
-/* the same with 256-bit FMAs: the rate the AVX2 kernels are held to */
-__attribute__((target("avx2,fma"), noinline)) static double
-fma_peak_avx2(double secs)
-{
-	__m256		a[12],
-				b = _mm256_set1_ps(0.999999f),
-				c = _mm256_set1_ps(1e-7f);
-	long		it = 0;
-	double		t0 = now(),
-				dt;
-	float		s = 0;
-
-	for (int i = 0; i < 12; i++)
-		a[i] = _mm256_set1_ps((float) i);
-	do
-	{
-		for (int r = 0; r < 100000; r++)
-			for (int i = 0; i < 12; i++)
-				a[i] = _mm256_fmadd_ps(a[i], b, c);
-		it += 100000;
-	} while (now() - t0 < secs);
-	dt = now() - t0;
-	for (int i = 0; i < 12; i++)
-		for (int j = 0; j < 8; j++)
-			s += a[i][j];
-	if (s == 12345.0f)			/* keeps the chains */
-		printf(" ");
-	return it * 12.0 * 16 / dt / 1e9;
-}
+DEFINE_FMA_LOOP(fma_peak, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps)
+/* the rate the AVX2 kernels are held to */
+DEFINE_FMA_LOOP(fma_peak_avx2, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps)
 #else
 static double
 fma_peak(double secs)
